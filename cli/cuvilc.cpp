@@ -1,0 +1,189 @@
+// cuvilc: the cuvil compiler driver. Subcommands: `inspect` (summary of an ONNX model) and
+// `compile` (run the pipeline; `--emit ir` prints the IR after shape inference).
+// Every failure is a diagnostic on stderr with a documented exit code (docs/cli.md).
+#include <CLI/CLI.hpp>
+
+#include <cstdio>
+#include <fstream>
+#include <iostream>
+#include <map>
+#include <new>
+
+#include "frontend/onnx_import.h"
+#include "ir/printer.h"
+#include "ir/verifier.h"
+#include "passes/infer_shapes.h"
+#include "support/error.h"
+#include "support/output_file.h"
+
+namespace cuvil {
+namespace {
+
+constexpr const char* kExitCodes =
+    "Exit codes: 0 success, 2 usage error, 3 invalid model, 4 unsupported feature,\n"
+    "5 I/O error, 70 internal error (a cuvil bug; please report it).";
+
+constexpr const char* kDimHelp =
+    "Range of a symbolic dimension: name=N (fixed), name=lo:hi or name=lo: (no upper bound). "
+    "Names are the model's dim_params (e.g. batch, seq) or the generated <input>_dim<k> names "
+    "that `cuvilc inspect` lists. Repeatable.";
+
+frontend::ImportOptions import_options(const std::vector<std::string>& dims) {
+  frontend::ImportOptions o;
+  for (const auto& d : dims) o.dims.push_back(frontend::parse_dim_option(d));
+  return o;
+}
+
+Model load_and_infer(const std::string& path, const std::vector<std::string>& dims) {
+  Model m = frontend::import_onnx_file(path, import_options(dims));
+  verify_model(m);
+  infer_shapes(m);
+  return m;
+}
+
+std::string shape_line(const Value& v) { return value_ref(v.name).substr(1) + ": " + type_to_string(v); }
+
+void count_ops(const Graph& g, std::map<std::string, int>& hist) {
+  for (const Node& n : g.nodes) {
+    hist[(n.domain.empty() ? "" : n.domain + "::") + n.op_type]++;
+    for (const auto& [k, a] : n.attrs) {
+      if (a.g) count_ops(*a.g, hist);
+      for (const auto& sg : a.graphs) count_ops(*sg, hist);
+    }
+  }
+}
+
+int run_inspect(const std::string& path, const std::vector<std::string>& dims) {
+  Model m = load_and_infer(path, dims);
+  const Graph& g = *m.graph;
+  std::cout << "model: " << path << "\n";
+  std::cout << "ir_version: " << m.ir_version << "\n";
+  std::cout << "producer: " << (m.producer_name.empty() ? "(none)" : m.producer_name + " " + m.producer_version) << "\n";
+  std::cout << "opsets:";
+  for (const auto& [d, v] : m.opset_imports) std::cout << " " << (d.empty() ? "ai.onnx" : d) << "=" << v;
+  std::cout << "\n";
+  if (!m.local_functions.empty()) {
+    std::cout << "inlined functions:";
+    for (const auto& f : m.local_functions) std::cout << " " << f;
+    std::cout << "\n";
+  }
+  std::cout << "inputs:\n";
+  for (ValueId id : g.inputs) std::cout << "  " << shape_line(g.value(id)) << "\n";
+  std::cout << "outputs:\n";
+  for (ValueId id : g.outputs) std::cout << "  " << shape_line(g.value(id)) << "\n";
+  if (!m.ranges.all().empty()) {
+    std::cout << "symbols:\n";
+    for (const auto& [name, r] : m.ranges.all()) {
+      std::cout << "  " << sym::DimExpr::symbol(name).to_string() << " in [" << r.lo << ", ";
+      if (r.hi == sym::Range::kUnbounded) std::cout << "inf)\n";
+      else std::cout << r.hi << "]\n";
+    }
+  }
+  int64_t params = 0, param_bytes = 0;
+  int initializers = 0;
+  for (const Value& v : g.values)
+    if (v.is_initializer) {
+      ++initializers;
+      params += v.data->numel();
+      param_bytes += static_cast<int64_t>(v.data->bytes.size());
+    }
+  std::cout << "parameters: " << params << " in " << initializers << " initializers ("
+            << param_bytes << " bytes)\n";
+  std::map<std::string, int> hist;
+  count_ops(g, hist);
+  int total = 0;
+  for (const auto& [op, n] : hist) total += n;
+  std::cout << "nodes: " << total << "\n";
+  std::cout << "ops:\n";
+  for (const auto& [op, n] : hist) std::cout << "  " << op << " " << n << "\n";
+  ShapeCoverage cov = shape_coverage(m);
+  std::cout << "shapes: " << cov.fully_known << "/" << cov.values << " values fully known\n";
+  for (const auto& u : cov.unknown) std::cout << "  unknown: " << u << "\n";
+  auto unsupported = frontend::find_unsupported(m);
+  if (unsupported.empty()) {
+    std::cout << "unsupported ops: none\n";
+  } else {
+    std::cout << "unsupported ops: " << unsupported.size() << "\n";
+    for (const auto& u : unsupported)
+      std::cout << "  " << (u.domain.empty() ? "" : u.domain + "::") << u.op_type << " (node '"
+                << u.node_name << "' in graph '" << u.graph_name << "')\n";
+  }
+  return 0;
+}
+
+int run_compile(const std::string& path, const std::string& emit, const std::string& output,
+                const std::vector<std::string>& dims) {
+  if (emit != "ir")
+    fail(ExitCode::kUnsupported, "cuvilc compile: only --emit ir is available in this version "
+                                 "(the .cuvir package writer is part of the next milestone)");
+  Model m = load_and_infer(path, dims);
+  frontend::check_supported(m);
+  std::string text = model_to_string(m);
+  if (output.empty() || output == "-") {
+    std::cout << text;
+  } else {
+    write_file_atomically(output, text);
+  }
+  return 0;
+}
+
+int main_impl(int argc, char** argv) {
+  CLI::App app{"cuvilc: the cuvil ahead-of-time ONNX model compiler.\n" + std::string(kExitCodes)};
+  app.require_subcommand(1);
+  app.set_version_flag("--version", "cuvilc 0.1.0");
+
+  std::string inspect_path;
+  std::vector<std::string> inspect_dims;
+  CLI::App* inspect = app.add_subcommand(
+      "inspect", "Summarise an ONNX model: inputs/outputs with symbolic shapes, opsets, op "
+                 "histogram, parameter count and bytes, shape-inference coverage, and every "
+                 "unsupported op with its node name.");
+  inspect->add_option("model", inspect_path, "ONNX model file (.onnx)")->required();
+  inspect->add_option("--dim", inspect_dims, kDimHelp);
+  inspect->footer(kExitCodes);
+
+  std::string compile_path, emit = "", output;
+  std::vector<std::string> compile_dims;
+  CLI::App* compile = app.add_subcommand(
+      "compile", "Compile an ONNX model. `--emit ir` prints the IR after import and symbolic "
+                 "shape inference (the text form documented in docs/ir.md).");
+  compile->add_option("model", compile_path, "ONNX model file (.onnx)")->required();
+  compile->add_option("--emit", emit, "Stage to print instead of writing a package: ir")
+      ->check(CLI::IsMember({"ir"}));
+  compile->add_option("-o,--output", output,
+                      "Output file ('-' or omitted with --emit: standard output). Written "
+                      "atomically; left untouched when the compile fails.");
+  compile->add_option("--dim", compile_dims, kDimHelp);
+  compile->footer(kExitCodes);
+
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    int rc = app.exit(e);
+    return rc == 0 ? 0 : static_cast<int>(ExitCode::kUsage);
+  }
+  if (*inspect) return run_inspect(inspect_path, inspect_dims);
+  return run_compile(compile_path, emit, output, compile_dims);
+}
+
+}  // namespace
+}  // namespace cuvil
+
+int main(int argc, char** argv) {
+  using cuvil::ExitCode;
+  try {
+    return cuvil::main_impl(argc, argv);
+  } catch (const cuvil::Diagnostic& d) {
+    std::cerr << "cuvilc: error: " << d.what() << "\n";
+    return static_cast<int>(d.code());
+  } catch (const cuvil::InternalError& e) {
+    std::cerr << "cuvilc: " << e.what() << "\n";
+    return static_cast<int>(ExitCode::kInternal);
+  } catch (const std::bad_alloc&) {
+    std::cerr << "cuvilc: error: out of memory\n";
+    return static_cast<int>(ExitCode::kInternal);
+  } catch (const std::exception& e) {
+    std::cerr << "cuvilc: internal error: " << e.what() << "\n";
+    return static_cast<int>(ExitCode::kInternal);
+  }
+}

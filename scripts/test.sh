@@ -1,0 +1,18 @@
+#!/usr/bin/env bash
+# The README's test command: set up (install missing packages, build) and run every test.
+# Then builds with ASan+UBSan and runs the bad-input tests under it.
+#   usage: scripts/test.sh [--no-sanitizers]
+set -euo pipefail
+here="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+sanitizers=1
+[ "${1:-}" = "--no-sanitizers" ] && sanitizers=0
+
+bash "$here/scripts/setup.sh" --build-dir "$here/build"
+ctest --test-dir "$here/build" --output-on-failure -j2
+
+if [ "$sanitizers" -eq 1 ]; then
+  bash "$here/scripts/setup.sh" --build-dir "$here/build-asan" --sanitize address
+  # Bad-input tests (frontend, CLI) under AddressSanitizer + UndefinedBehaviorSanitizer.
+  ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
+    ctest --test-dir "$here/build-asan" --output-on-failure -j2 -R 'BadInput|Frontend|Symbolic|Cli'
+fi
