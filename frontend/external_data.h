@@ -20,6 +20,12 @@ struct ExternalDataRef {
   std::optional<uint64_t> length;
 };
 
+// Opens `location` strictly beneath the directory `dirfd`: read-only, non-blocking, no
+// symlinks anywhere in the path, no "..". Uses openat2 where the kernel allows it, else the
+// component-by-component walk; `force_walk` selects the walk (so tests cover both). Returns
+// -1 with errno set: ELOOP (a symlink), EXDEV (escapes the directory), ENOENT, EISDIR, ...
+int open_beneath(int dirfd, const std::string& location, bool force_walk = false);
+
 // Reads the bytes of one external tensor. `model_dir` is the directory of the .onnx file.
 // `expected_bytes` is numel x element size; a length that disagrees, or a missing length
 // whose remaining file size disagrees, is an error. Throws Diagnostic (kInvalidModel for bad

@@ -90,8 +90,13 @@ class Importer {
 
  private:
   // ---- function inlining ----
+  // `call_site` names the top-level node being expanded ("node 'x' (domain::Op)"), for messages.
   void expand(const onnx::NodeProto& node, const OpsetMap* opsets, int depth,
-              std::vector<PendingNode>& out) {
+              std::vector<PendingNode>& out, const std::string& call_site) {
+    if (depth > 0 && ++inlined_nodes_ > kMaxInlinedNodes)
+      fail(ExitCode::kInvalidModel, call_site,
+           ": inlining model-local functions would create more than ", kMaxInlinedNodes,
+           " nodes");
     std::string key = normalize_domain(node.domain()) + "::" + node.op_type();
     auto fit = functions_.find(key);
     bool builtin = op_from_name(node.domain(), node.op_type()).has_value();
@@ -100,7 +105,7 @@ class Importer {
       return;
     }
     if (depth > kMaxSubgraphDepth)
-      fail(ExitCode::kInvalidModel, "function '", key, "' is inlined more than ",
+      fail(ExitCode::kInvalidModel, call_site, ": function '", key, "' is inlined more than ",
            kMaxSubgraphDepth, " levels deep (recursive functions?)");
     const onnx::FunctionProto& f = *fit->second;
     const std::string prefix = "__" + (node.name().empty() ? f.name() : node.name()) + "_" +
@@ -125,21 +130,54 @@ class Importer {
       for (auto& in : *copy.mutable_input()) in = mapped(in);
       for (auto& o : *copy.mutable_output()) o = mapped(o);
       if (!copy.name().empty()) copy.set_name(prefix + copy.name());
-      copy.clear_attribute();
-      for (const auto& a : inner.attribute()) {
-        if (a.ref_attr_name().empty()) {
-          *copy.add_attribute() = a;
-          continue;
-        }
-        const onnx::AttributeProto* src = nullptr;
-        if (auto it = actual.find(a.ref_attr_name()); it != actual.end()) src = it->second;
-        if (!src) continue;  // unset optional attribute
-        onnx::AttributeProto* na = copy.add_attribute();
-        *na = *src;
-        na->set_name(a.name());
-      }
-      expand(copy, fopsets, depth + 1, out);
+      bind_attributes(copy, actual, mapped, {});
+      expand(copy, fopsets, depth + 1, out, call_site);
     }
+  }
+
+  // Rewrites the attributes of a node copied out of a function body: references
+  // (ref_attr_name) take the caller's value or are dropped when the caller leaves them unset,
+  // and the body's own subgraphs have their references to function-scope names renamed like
+  // the body's nodes (names a subgraph defines itself, `local`, are kept). Subgraphs that come
+  // from the caller through a reference belong to the caller's scope and are not renamed.
+  static void bind_attributes(onnx::NodeProto& node,
+                              const std::map<std::string, const onnx::AttributeProto*>& actual,
+                              const std::function<std::string(const std::string&)>& mapped,
+                              const std::set<std::string>& local) {
+    google::protobuf::RepeatedPtrField<onnx::AttributeProto> attrs;
+    attrs.Swap(node.mutable_attribute());
+    for (auto& a : attrs) {
+      if (!a.ref_attr_name().empty()) {
+        auto it = actual.find(a.ref_attr_name());
+        if (it == actual.end()) continue;  // unset optional attribute
+        onnx::AttributeProto* na = node.add_attribute();
+        *na = *it->second;
+        na->set_name(a.name());
+        continue;
+      }
+      onnx::AttributeProto* na = node.add_attribute();
+      na->Swap(&a);
+      if (na->has_g()) rename_scope_refs(*na->mutable_g(), actual, mapped, local);
+      for (auto& sg : *na->mutable_graphs()) rename_scope_refs(sg, actual, mapped, local);
+    }
+  }
+
+  static void rename_scope_refs(onnx::GraphProto& g,
+                                const std::map<std::string, const onnx::AttributeProto*>& actual,
+                                const std::function<std::string(const std::string&)>& mapped,
+                                std::set<std::string> local) {
+    for (const auto& i : g.input()) local.insert(i.name());
+    for (const auto& t : g.initializer()) local.insert(t.name());
+    for (const auto& n : g.node())
+      for (const auto& o : n.output()) local.insert(o);
+    auto rename = [&](std::string& name) {
+      if (!name.empty() && !local.count(name)) name = mapped(name);
+    };
+    for (auto& n : *g.mutable_node()) {
+      for (auto& in : *n.mutable_input()) rename(in);
+      bind_attributes(n, actual, mapped, local);
+    }
+    for (auto& o : *g.mutable_output()) rename(*o.mutable_name());
   }
 
   // Names a subgraph reads from enclosing scopes (for ordering the outer graph).
@@ -209,6 +247,11 @@ class Importer {
       fail(ExitCode::kInvalidModel, "graph '", gname, "' has a cycle through nodes ", names);
     }
     return order;
+  }
+
+  static std::string node_domain_op(const onnx::NodeProto& n) {
+    std::string d = normalize_domain(n.domain());
+    return d.empty() ? n.op_type() : d + "::" + n.op_type();
   }
 
   static std::string node_label(const onnx::NodeProto& n, size_t index) {
@@ -404,7 +447,11 @@ class Importer {
     }
 
     std::vector<PendingNode> pending;
-    for (const auto& n : gp.node()) expand(n, &model_opsets_, 0, pending);
+    for (int i = 0; i < gp.node_size(); ++i) {
+      const onnx::NodeProto& n = gp.node(i);
+      expand(n, &model_opsets_, 0, pending,
+             "node '" + node_label(n, static_cast<size_t>(i)) + "' (" + node_domain_op(n) + ")");
+    }
     std::vector<size_t> order = topo_order(pending, g->name);
 
     for (size_t idx : order) {
@@ -512,6 +559,7 @@ class Importer {
   std::map<std::string, OpsetMap> function_opsets_;
   std::set<std::string> symbols_;
   int inline_counter_ = 0;
+  int64_t inlined_nodes_ = 0;
 };
 
 std::string dir_of(const std::string& path) {

@@ -20,6 +20,9 @@ namespace cuvil::frontend {
 constexpr int64_t kMaxIrVersion = 10;
 constexpr int64_t kMaxDefaultOpset = 21;
 constexpr int kMaxSubgraphDepth = 32;
+// Nodes that inlining model-local functions may create in the whole model: a function that
+// calls another twice, 30 levels deep, would otherwise turn a tiny file into 2^30 nodes.
+constexpr int64_t kMaxInlinedNodes = int64_t{1} << 20;
 constexpr uint64_t kProtobufLimit = (1ull << 31) - 1;
 
 struct ImportOptions {

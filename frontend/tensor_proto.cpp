@@ -3,8 +3,10 @@
 #include <onnx/onnx_pb.h>
 
 #include <cstring>
+#include <set>
 
 #include "frontend/external_data.h"
+#include "frontend/printable.h"
 #include "support/checked.h"
 #include "support/error.h"
 
@@ -42,7 +44,8 @@ int64_t typed_count(DType t, int64_t numel) {
 std::shared_ptr<TensorData> import_tensor(const onnx::TensorProto& proto,
                                           const std::string& model_dir,
                                           const std::string& context) {
-  const std::string name = proto.name().empty() ? context : proto.name();
+  const std::string& raw_name = proto.name().empty() ? context : proto.name();
+  const std::string name = printable(raw_name);
   auto bad = [&](const auto&... parts) {
     fail(ExitCode::kInvalidModel, "tensor '", name, "': ", parts...);
   };
@@ -79,17 +82,32 @@ std::shared_ptr<TensorData> import_tensor(const onnx::TensorProto& proto,
   if (external) {
     if (model_dir.empty()) bad("uses external data but the model was not loaded from a file");
     ExternalDataRef ref;
+    std::set<std::string> keys;
     for (const auto& kv : proto.external_data()) {
+      // A repeated key would let two readers of the model see different files or ranges.
+      if (!keys.insert(kv.key()).second)
+        bad("external data key '", printable(kv.key()), "' is given twice");
+      // The full uint64 range is accepted (so that a wrapping offset + length reaches the
+      // range check and is reported as such); anything beyond is out of range, not wrapped.
       auto parse_u64 = [&](const std::string& s) -> uint64_t {
-        if (s.empty() || s.size() > 19 || s.find_first_not_of("0123456789") != std::string::npos)
-          bad("external data '", kv.key(), "' is not a non-negative integer: '", s, "'");
-        return std::stoull(s);
+        if (s.empty() || s.find_first_not_of("0123456789") != std::string::npos)
+          bad("external data '", printable(kv.key()), "' is not a non-negative integer: '",
+              printable(s), "'");
+        uint64_t v = 0;
+        for (char c : s) {
+          auto next = checked_mul_u64(v, 10);
+          next = next ? checked_add_u64(*next, static_cast<uint64_t>(c - '0')) : std::nullopt;
+          if (!next)
+            bad("external data '", kv.key(), "' is out of range (over 2^64 - 1): '", s, "'");
+          v = *next;
+        }
+        return v;
       };
       if (kv.key() == "location") ref.location = kv.value();
       else if (kv.key() == "offset") ref.offset = parse_u64(kv.value());
       else if (kv.key() == "length") ref.length = parse_u64(kv.value());
     }
-    t->bytes = read_external_data(model_dir, name, ref, *nbytes);
+    t->bytes = read_external_data(model_dir, raw_name, ref, *nbytes);
     return t;
   }
   if (proto.has_raw_data()) {

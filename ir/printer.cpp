@@ -11,6 +11,14 @@ bool plain_name_char(char c) {
          c == '/' || c == '-';
 }
 
+// Op types print bare only when they are identifiers, so the parser knows where they end.
+bool identifier(const std::string& s) {
+  if (s.empty()) return false;
+  for (char c : s)
+    if (!std::isalnum(static_cast<unsigned char>(c)) && c != '_') return false;
+  return true;
+}
+
 std::string quote(const std::string& s) {
   std::string out = "\"";
   for (char c : s) {
@@ -157,7 +165,7 @@ class Printer {
     }
     os_ << (n.outputs.empty() ? "" : " ") << "= ";
     if (!n.domain.empty()) os_ << quote(n.domain) << "::";
-    os_ << n.op_type << "<" << n.opset << ">(";
+    os_ << (identifier(n.op_type) ? n.op_type : quote(n.op_type)) << "<" << n.opset << ">(";
     for (size_t i = 0; i < n.inputs.size(); ++i) {
       if (i) os_ << ", ";
       os_ << (n.inputs[i] == kNoValue ? std::string("_") : value_ref(g.value(n.inputs[i]).name));

@@ -13,6 +13,7 @@
 #include "ir/symbolic.h"
 
 #include <algorithm>
+#include <charconv>
 #include <map>
 #include <numeric>
 #include <set>
@@ -65,21 +66,13 @@ constexpr std::string_view kFunctionNames[] = {"floordiv", "ceildiv", "mod", "mi
 
 // ---- checked constant arithmetic ----------------------------------------------------------
 
-int64_t add_or_fail(int64_t a, int64_t b) {
-  auto r = checked_add(a, b);
-  if (!r) fail(ExitCode::kInvalidModel, "dimension arithmetic overflows: ", a, " + ", b);
+int64_t or_fail(std::optional<int64_t> r, int64_t a, const char* op, int64_t b) {
+  if (!r) fail(ExitCode::kInvalidModel, "dimension arithmetic overflows: ", a, op, b);
   return *r;
 }
-int64_t sub_or_fail(int64_t a, int64_t b) {
-  auto r = checked_sub(a, b);
-  if (!r) fail(ExitCode::kInvalidModel, "dimension arithmetic overflows: ", a, " - ", b);
-  return *r;
-}
-int64_t mul_or_fail(int64_t a, int64_t b) {
-  auto r = checked_mul(a, b);
-  if (!r) fail(ExitCode::kInvalidModel, "dimension arithmetic overflows: ", a, " * ", b);
-  return *r;
-}
+int64_t add_or_fail(int64_t a, int64_t b) { return or_fail(checked_add(a, b), a, " + ", b); }
+int64_t sub_or_fail(int64_t a, int64_t b) { return or_fail(checked_sub(a, b), a, " - ", b); }
+int64_t mul_or_fail(int64_t a, int64_t b) { return or_fail(checked_mul(a, b), a, " * ", b); }
 // Python's // and %: the quotient rounds toward -inf, the remainder has the sign of b.
 std::optional<int64_t> floor_div(int64_t a, int64_t b) {
   if (a == INT64_MIN && b == -1) return std::nullopt;
@@ -125,7 +118,8 @@ int compare(const DimExpr& x, const DimExpr& y) {
     if (int c = compare_monomials(a.terms[i].monomial, b.terms[i].monomial)) return c;
     if (int c = three_way(a.terms[i].coeff, b.terms[i].coeff)) return c;
   }
-  if (int c = three_way(a.terms.size(), b.terms.size())) return c;
+  // A longer sum sorts first, so constants come last among min/max arguments: min(n, 4096).
+  if (a.terms.size() != b.terms.size()) return a.terms.size() > b.terms.size() ? -1 : 1;
   return three_way(a.constant, b.constant);
 }
 struct MonomialLess {
@@ -213,8 +207,8 @@ Interval iv_add(Interval a, Interval b) {
 }
 Wide wide_mul(Wide a, Wide b) {
   if (a == 0 || b == 0) return 0;
-  if (a == kInf || a == -kInf || b == kInf || b == -kInf) return (a < 0) != (b < 0) ? -kInf : kInf;
-  return a * b;
+  bool infinite = a == kInf || a == -kInf || b == kInf || b == -kInf;
+  return !infinite ? a * b : (a < 0) != (b < 0) ? -kInf : kInf;
 }
 Interval iv_mul(Interval a, Interval b) {
   Wide c[4] = {wide_mul(a.lo, b.lo), wide_mul(a.lo, b.hi), wide_mul(a.hi, b.lo),
@@ -263,7 +257,8 @@ Interval atom_interval(const Atom& atom, const SymbolRanges& ranges) {
   switch (atom.kind) {
     case Kind::kSymbol: {
       Range r = ranges.get(atom.name);
-      return {r.lo == INT64_MIN ? -kInf : Wide(r.lo), r.hi == Range::kUnbounded ? kInf : Wide(r.hi)};
+      return {r.lo == INT64_MIN ? -kInf : Wide(r.lo),
+              r.hi == Range::kUnbounded ? kInf : Wide(r.hi)};
     }
     case Kind::kFloorDiv:
       return iv_floordiv(interval_of(atom.args[0], ranges), interval_of(atom.args[1], ranges));
@@ -313,50 +308,84 @@ const SymbolRanges& no_ranges() {
 
 // ---- operations ---------------------------------------------------------------------------
 
-// a == k * b for a constant k (b not constant), found from b's leading term.
-std::optional<int64_t> exact_quotient(const DimExpr& a, const DimExpr& b) {
-  if (a.constant() == 0) return 0;
-  const Term& lead = b.node().terms.front();
-  for (const Term& t : a.node().terms) {
-    if (compare_monomials(t.monomial, lead.monomial) != 0) continue;
-    if (t.coeff % lead.coeff != 0) return std::nullopt;
-    int64_t k = t.coeff / lead.coeff;
-    try {
-      if (scale(b, k) == a) return k;
-    } catch (const Diagnostic&) {
+// Removes the atoms of `divisor` from `monomial` (both sorted multisets), if it holds them.
+std::optional<Monomial> divide_monomial(const Monomial& monomial, const Monomial& divisor) {
+  Monomial rest;
+  size_t j = 0;
+  for (const AtomPtr& atom : monomial) {
+    if (j < divisor.size() && compare_atoms(*atom, *divisor[j]) == 0) {
+      ++j;
+    } else {
+      rest.push_back(atom);
     }
-    return std::nullopt;
   }
-  return std::nullopt;
+  if (j != divisor.size()) return std::nullopt;
+  return rest;
 }
 
-// a = quotient * c + rest, every coefficient of rest and its constant in [0, c). Pulling the
-// multiples of c out of floordiv/mod makes floordiv(n + 5, 4) and floordiv(n + 1, 4) + 1 (and
-// ceildiv, stored as -floordiv(-a, c)) canonicalise to the same form.
+// q with a == q * b exactly, by polynomial long division (b not constant, leading
+// coefficient positive). The term order is degree-then-lexicographic, a monomial order, so
+// each step removes the leading term; the step cap only bounds the work.
+std::optional<DimExpr> exact_quotient(const DimExpr& a, const DimExpr& b) {
+  const Term& lead = b.node().terms.front();
+  DimExpr quotient, rest = a;
+  try {
+    for (int step = 0; step < 64 && !rest.is_constant(); ++step) {
+      const Term& t = rest.node().terms.front();
+      auto monomial = divide_monomial(t.monomial, lead.monomial);
+      if (!monomial || t.coeff % lead.coeff != 0) return std::nullopt;
+      DimExpr q = t.coeff / lead.coeff;
+      if (!monomial->empty()) q = Builder::make({Term{std::move(*monomial), *q.constant()}}, 0);
+      quotient = quotient + q;
+      rest = rest - q * b;
+    }
+  } catch (const Diagnostic&) {  // an overflowing candidate is not a quotient
+    return std::nullopt;
+  }
+  if (rest.constant() != 0) return std::nullopt;
+  return quotient;
+}
+
+// a = quotient * c + rest with the constant of rest in [0, c). floordiv moves only the terms
+// whose coefficient c divides (floordiv(5*n, 4) stays readable); mod reduces every
+// coefficient into [0, c), since mod(5*n, 4) == mod(n, 4). Either way floordiv(n + 5, 4) and
+// floordiv(n + 1, 4) + 1 canonicalise to the same form.
 struct Split {
   DimExpr quotient;
   std::vector<Term> rest;
   int64_t rest_constant;
   int64_t gcd;  // of c and the rest coefficients
 };
-Split split_by(const Node& n, int64_t c) {
+Split split_by(const Node& n, int64_t c, bool reduce_every_coefficient) {
   std::vector<Term> quotient;
   Split s{0, {}, floor_mod(n.constant, c), c};
   for (const Term& t : n.terms) {
-    int64_t q = *floor_div(t.coeff, c), r = floor_mod(t.coeff, c);
+    int64_t r = floor_mod(t.coeff, c);
+    int64_t q = *floor_div(t.coeff, c);  // c >= 2: no overflow
+    if (r != 0 && !reduce_every_coefficient) r = t.coeff, q = 0;
     if (q != 0) quotient.push_back({t.monomial, q});
-    if (r != 0) s.rest.push_back({t.monomial, r});
-    if (r != 0) s.gcd = std::gcd(s.gcd, r);
+    if (r == 0) continue;
+    s.rest.push_back({t.monomial, r});
+    s.gcd = std::gcd(s.gcd, r % c);  // s.gcd divides c; r % c avoids |INT64_MIN|
   }
   s.quotient = Builder::make(std::move(quotient), *floor_div(n.constant, c));
   return s;
 }
-// floor((g*x + r) / (g*d)) == floor((x + r div g) / d) for 0 <= r < g*d, and
+// floor((g*x + r) / (g*d)) == floor((x + r div g) / d) for integer x and 0 <= r < g*d, and
 // mod(g*x + r, g*d) == g*mod(x + r div g, d) + r mod g.
 DimExpr divide_rest(const Split& s) {
   std::vector<Term> terms = s.rest;
   for (Term& t : terms) t.coeff /= s.gcd;
   return Builder::make(std::move(terms), s.rest_constant / s.gcd);
+}
+
+// floor(rest / c) when it is one value under the ranges.
+std::optional<int64_t> constant_quotient(const DimExpr& rest, int64_t c,
+                                         const SymbolRanges& ranges) {
+  Interval ri = interval_of(rest, ranges);
+  Wide lo = wide_floordiv(ri.lo, c), hi = wide_floordiv(ri.hi, c);
+  if (lo != hi || lo == kInf || lo == -kInf) return std::nullopt;
+  return static_cast<int64_t>(lo);
 }
 
 DimExpr make_floordiv(const DimExpr& a, const DimExpr& b, const SymbolRanges& ranges);
@@ -370,31 +399,37 @@ DimExpr make_floordiv(const DimExpr& a, const DimExpr& b, const SymbolRanges& ra
     if (proven_nonzero(bi)) {
       if (auto k = exact_quotient(a, b)) return *k;
       Interval q = iv_floordiv(interval_of(a, ranges), bi);
-      if (q.lo == q.hi) return static_cast<int64_t>(q.lo);
+      if (q.lo == q.hi && q.lo != kInf && q.lo != -kInf) return static_cast<int64_t>(q.lo);
     }
     return op_atom(Kind::kFloorDiv, {a, b});
   }
   if (*c == 0) fail(ExitCode::kInvalidModel, "division by zero: floordiv(", a.to_string(), ", 0)");
   if (auto k = a.constant()) {
     auto q = floor_div(*k, *c);
-    if (!q) fail(ExitCode::kInvalidModel, "dimension arithmetic overflows: floordiv(", *k, ", ", *c, ")");
+    if (!q) {
+      fail(ExitCode::kInvalidModel, "dimension arithmetic overflows: floordiv(", *k, ", ", *c, ")");
+    }
     return *q;
   }
   if (*c < 0) return make_floordiv(-a, -b, ranges);
   if (*c == 1) return a;
-  Split s = split_by(a.node(), *c);
+  // floor(x / c) == -floor((-x + c - 1) / c): the argument's leading coefficient is kept
+  // positive, so ceildiv(n, 4) (= -floordiv(-n, 4)) and floordiv(n + 3, 4) are one form.
+  if (a.node().terms.front().coeff < 0) return -make_floordiv(-a + (*c - 1), *c, ranges);
+  Split s = split_by(a.node(), *c, false);
   if (s.rest.empty()) return s.quotient;
   if (s.gcd > 1) return s.quotient + make_floordiv(divide_rest(s), *c / s.gcd, ranges);
   DimExpr rest = Builder::make(std::move(s.rest), s.rest_constant);
   // floordiv(floordiv(x, c2), c) == floordiv(x, c2 * c) for positive c, c2.
   if (const Atom* inner = single_atom(rest); inner && inner->kind == Kind::kFloorDiv) {
-    if (auto c2 = inner->args[1].constant(); c2 && *c2 > 0) {
-      if (auto cc = checked_mul(*c, *c2)) return s.quotient + make_floordiv(inner->args[0], *cc, ranges);
+    auto c2 = inner->args[1].constant();
+    if (c2 && *c2 > 0) {
+      if (auto cc = checked_mul(*c, *c2)) {
+        return s.quotient + make_floordiv(inner->args[0], *cc, ranges);
+      }
     }
   }
-  Interval ri = interval_of(rest, ranges);
-  Wide lo = wide_floordiv(ri.lo, *c), hi = wide_floordiv(ri.hi, *c);
-  if (lo == hi && lo != kInf && lo != -kInf) return s.quotient + static_cast<int64_t>(lo);
+  if (auto q = constant_quotient(rest, *c, ranges)) return s.quotient + *q;
   return s.quotient + op_atom(Kind::kFloorDiv, {rest, *c});
 }
 
@@ -404,7 +439,7 @@ DimExpr make_mod(const DimExpr& a, const DimExpr& b, const SymbolRanges& ranges)
     if (b.node().terms.front().coeff < 0) return -make_mod(-a, -b, ranges);
     Interval bi = interval_of(b, ranges);
     if (proven_nonzero(bi)) {
-      if (exact_quotient(a, b)) return 0;
+      if (exact_quotient(a, b)) return 0;  // mod of an exact multiple
       Interval ai = interval_of(a, ranges);
       if (ai.lo >= 0 && ai.hi < bi.lo) return a;
     }
@@ -414,7 +449,7 @@ DimExpr make_mod(const DimExpr& a, const DimExpr& b, const SymbolRanges& ranges)
   if (auto k = a.constant()) return floor_mod(*k, *c);
   if (*c < 0) return -make_mod(-a, -b, ranges);
   if (*c == 1) return 0;
-  Split s = split_by(a.node(), *c);
+  Split s = split_by(a.node(), *c, true);
   if (s.rest.empty()) return s.rest_constant;
   if (s.gcd > 1) {
     return scale(make_mod(divide_rest(s), *c / s.gcd, ranges), s.gcd) + s.rest_constant % s.gcd;
@@ -422,14 +457,11 @@ DimExpr make_mod(const DimExpr& a, const DimExpr& b, const SymbolRanges& ranges)
   DimExpr rest = Builder::make(std::move(s.rest), s.rest_constant);
   // mod(mod(x, c2), c) == mod(x, c) when c divides c2.
   if (const Atom* inner = single_atom(rest); inner && inner->kind == Kind::kMod) {
-    if (auto c2 = inner->args[1].constant(); c2 && *c2 > 0 && *c2 % *c == 0) {
-      return make_mod(inner->args[0], *c, ranges);
-    }
+    auto c2 = inner->args[1].constant();
+    if (c2 && *c2 > 0 && *c2 % *c == 0) return make_mod(inner->args[0], *c, ranges);
   }
   // When floor(rest / c) is one value q, mod(rest, c) is rest - q*c.
-  Interval ri = interval_of(rest, ranges);
-  Wide lo = wide_floordiv(ri.lo, *c), hi = wide_floordiv(ri.hi, *c);
-  if (lo == hi && lo != kInf && lo != -kInf) return rest - scale(*c, static_cast<int64_t>(lo));
+  if (auto q = constant_quotient(rest, *c, ranges)) return rest - scale(*c, *q);
   return op_atom(Kind::kMod, {rest, *c});
 }
 
@@ -472,14 +504,6 @@ DimExpr make_minmax(Kind kind, const std::vector<DimExpr>& args, const SymbolRan
   return op_atom(kind, std::move(kept));
 }
 
-DimExpr make_op(Kind kind, const std::vector<DimExpr>& args, const SymbolRanges& ranges) {
-  switch (kind) {
-    case Kind::kFloorDiv: return make_floordiv(args[0], args[1], ranges);
-    case Kind::kMod: return make_mod(args[0], args[1], ranges);
-    default: return make_minmax(kind, args, ranges);
-  }
-}
-
 // Rebuilds `e` bottom-up: symbols through `leaf`, operations through the constructors under
 // `ranges`. With `keep_zero_divisor`, an operation whose divisor became the constant 0 is
 // kept as it was instead of throwing (simplify must not turn an expression into an error).
@@ -496,12 +520,17 @@ DimExpr rebuild(const DimExpr& e, const SymbolRanges& ranges, const Leaf& leaf,
         value = leaf(atom);
       } else {
         std::vector<DimExpr> args;
-        for (const DimExpr& a : atom->args) args.push_back(rebuild(a, ranges, leaf, keep_zero_divisor));
+        for (const DimExpr& a : atom->args) {
+          args.push_back(rebuild(a, ranges, leaf, keep_zero_divisor));
+        }
         bool division = atom->kind == Kind::kFloorDiv || atom->kind == Kind::kMod;
-        if (keep_zero_divisor && division && args[1].constant() == 0) {
+        if (division && keep_zero_divisor && args[1].constant() == 0) {
           value = from_atom(atom);
+        } else if (division) {
+          value = atom->kind == Kind::kMod ? make_mod(args[0], args[1], ranges)
+                                           : make_floordiv(args[0], args[1], ranges);
         } else {
-          value = make_op(atom->kind, args, ranges);
+          value = make_minmax(atom->kind, args, ranges);
         }
       }
       product = product * value;
@@ -513,11 +542,14 @@ DimExpr rebuild(const DimExpr& e, const SymbolRanges& ranges, const Leaf& leaf,
 
 // ---- text form ----------------------------------------------------------------------------
 
+// Character classes by hand: <cctype> depends on the locale.
 bool is_ident_start(char c) { return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '_'; }
 bool is_digit(char c) { return c >= '0' && c <= '9'; }
 bool is_ident_char(char c) { return is_ident_start(c) || is_digit(c); }
+bool is_space(char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r'; }
 bool is_function_name(std::string_view s) {
-  return std::find(std::begin(kFunctionNames), std::end(kFunctionNames), s) != std::end(kFunctionNames);
+  return std::find(std::begin(kFunctionNames), std::end(kFunctionNames), s) !=
+         std::end(kFunctionNames);
 }
 
 void print_expr(const DimExpr& e, std::string& out);
@@ -570,7 +602,9 @@ void print_signed(int64_t k, bool first, const Monomial* monomial, std::string& 
 
 void print_expr(const DimExpr& e, std::string& out) {
   const Node& n = e.node();
-  for (size_t i = 0; i < n.terms.size(); ++i) print_signed(n.terms[i].coeff, i == 0, &n.terms[i].monomial, out);
+  for (size_t i = 0; i < n.terms.size(); ++i) {
+    print_signed(n.terms[i].coeff, i == 0, &n.terms[i].monomial, out);
+  }
   if (n.constant != 0 || n.terms.empty()) print_signed(n.constant, n.terms.empty(), nullptr, out);
 }
 
@@ -585,7 +619,7 @@ class Parser {
     auto e = parse_sum();
     if (!e) return std::nullopt;
     skip_space();
-    if (pos_ != text_.size()) return error_at(pos_, "unexpected '" + std::string(1, text_[pos_]) + "'");
+    if (pos_ != text_.size()) return unexpected();
     return e;
   }
 
@@ -593,6 +627,10 @@ class Parser {
   std::nullopt_t error_at(size_t pos, const std::string& message) {
     if (error.empty()) error = "column " + std::to_string(pos + 1) + ": " + message;
     return std::nullopt;
+  }
+  std::nullopt_t unexpected() {
+    if (pos_ >= text_.size()) return error_at(pos_, "unexpected end of input");
+    return error_at(pos_, "unexpected '" + std::string(1, text_[pos_]) + "'");
   }
   // Constructors throw on overflow and division by the constant 0; parse reports them.
   template <typename Fn>
@@ -604,7 +642,7 @@ class Parser {
     }
   }
   void skip_space() {
-    while (pos_ < text_.size() && (text_[pos_] == ' ' || text_[pos_] == '\t' || text_[pos_] == '\n' || text_[pos_] == '\r')) ++pos_;
+    while (pos_ < text_.size() && is_space(text_[pos_])) ++pos_;
   }
   bool at(char c) {
     skip_space();
@@ -643,9 +681,10 @@ class Parser {
       int& depth;
       ~DepthGuard() { --depth; }
     } guard{++depth_};
-    skip_space();
     if (depth_ > kMaxParseDepth) {
-      return error_at(pos_, "expression nests deeper than " + std::to_string(kMaxParseDepth) + " levels");
+      skip_space();
+      return error_at(pos_, "expression nests deeper than " + std::to_string(kMaxParseDepth) +
+                                " levels");
     }
     if (!at('-')) return parse_primary();
     size_t op = pos_++;
@@ -657,54 +696,41 @@ class Parser {
     return apply(op, [&] { return -*operand; });
   }
   std::optional<DimExpr> parse_integer(size_t start, bool negative) {
+    size_t digits = pos_;
+    while (pos_ < text_.size() && is_digit(text_[pos_])) ++pos_;
+    std::string literal = (negative ? "-" : "") + std::string(text_.substr(digits, pos_ - digits));
     int64_t value = 0;
-    bool overflow = false;
-    while (pos_ < text_.size() && is_digit(text_[pos_])) {
-      int64_t digit = text_[pos_++] - '0';
-      auto scaled = checked_mul(value, 10);
-      auto next = scaled ? (negative ? checked_sub(*scaled, digit) : checked_add(*scaled, digit)) : std::nullopt;
-      overflow = overflow || !next;
-      value = next.value_or(0);
-    }
-    if (overflow) return error_at(start, "integer literal out of range");
+    auto result = std::from_chars(literal.data(), literal.data() + literal.size(), value);
+    if (result.ec != std::errc()) return error_at(start, "integer literal out of range");
     return DimExpr(value);
   }
-  std::optional<std::string> parse_quoted() {
+  std::optional<DimExpr> parse_quoted() {
     size_t start = pos_++;
     std::string name;
     while (pos_ < text_.size() && text_[pos_] != '"') {
       if (text_[pos_] == '\\') {
         if (pos_ + 1 >= text_.size() || (text_[pos_ + 1] != '"' && text_[pos_ + 1] != '\\')) {
-          error_at(pos_, "invalid escape in quoted name (only \\\" and \\\\)");
-          return std::nullopt;
+          return error_at(pos_, "invalid escape in quoted name (only \\\" and \\\\)");
         }
         ++pos_;
       }
       name += text_[pos_++];
     }
-    if (pos_ >= text_.size()) {
-      error_at(start, "unterminated quoted name");
-      return std::nullopt;
-    }
+    if (pos_ >= text_.size()) return error_at(start, "unterminated quoted name");
     ++pos_;
-    return name;
+    return DimExpr::symbol(std::move(name));
   }
   std::optional<DimExpr> parse_primary() {
     skip_space();
     size_t start = pos_;
-    if (pos_ >= text_.size()) return error_at(pos_, "unexpected end of input");
-    char c = text_[pos_];
+    char c = pos_ < text_.size() ? text_[pos_] : '\0';
     if (is_digit(c)) return parse_integer(start, false);
+    if (c == '"') return parse_quoted();
     if (c == '(') {
       ++pos_;
       return expect(')', parse_sum());
     }
-    if (c == '"') {
-      auto name = parse_quoted();
-      if (!name) return std::nullopt;
-      return DimExpr::symbol(std::move(*name));
-    }
-    if (!is_ident_start(c)) return error_at(pos_, "unexpected '" + std::string(1, c) + "'");
+    if (!is_ident_start(c)) return unexpected();
     while (pos_ < text_.size() && is_ident_char(text_[pos_])) ++pos_;
     std::string name(text_.substr(start, pos_ - start));
     if (!at('(')) return DimExpr::symbol(std::move(name));
@@ -720,11 +746,12 @@ class Parser {
       if (!arg) return std::nullopt;
       args.push_back(std::move(*arg));
     } while (at(','));
-    if (!expect(')', DimExpr())) return std::nullopt;
+    if (!at(')')) return error_at(pos_, "expected ')'");
+    ++pos_;
     bool binary = name != "min" && name != "max";
     if (binary ? args.size() != 2 : args.size() < 2) {
-      return error_at(start, name + " takes " + (binary ? "2 arguments" : "at least 2 arguments") +
-                                 ", got " + std::to_string(args.size()));
+      return error_at(start, name + " takes " + (binary ? "2" : "at least 2") + " arguments, got " +
+                                 std::to_string(args.size()));
     }
     return apply(start, [&]() -> DimExpr {
       if (name == "floordiv") return floordiv(args[0], args[1]);
@@ -741,64 +768,55 @@ class Parser {
 
 // ---- evaluation ---------------------------------------------------------------------------
 
-class Evaluator {
- public:
-  explicit Evaluator(const std::map<std::string, int64_t>& binding) : binding_(binding) {}
-  std::string error;
+using Binding = std::map<std::string, int64_t>;
+std::optional<int64_t> eval_expr(const DimExpr& e, const Binding& binding, std::string& error);
 
-  std::optional<int64_t> eval(const DimExpr& e) {
-    const Node& n = e.node();
-    std::optional<int64_t> sum = n.constant;
-    for (const Term& t : n.terms) {
-      std::optional<int64_t> product = t.coeff;
-      for (const AtomPtr& atom : t.monomial) {
-        auto v = eval_atom(*atom);
-        if (!v) return std::nullopt;
-        product = checked_mul(*product, *v);
-        if (!product) return overflow(e);
-      }
-      sum = checked_add(*sum, *product);
-      if (!sum) return overflow(e);
-    }
-    return sum;
+std::optional<int64_t> eval_atom(const Atom& atom, const Binding& binding, std::string& error) {
+  std::string text;
+  print_atom(atom, text);
+  if (atom.kind == Kind::kSymbol) {
+    auto it = binding.find(atom.name);
+    if (it == binding.end()) error = "symbol " + text + " is not bound";
+    if (it == binding.end()) return std::nullopt;
+    return it->second;
   }
-
- private:
-  std::nullopt_t overflow(const DimExpr& e) {
-    error = "overflow evaluating " + e.to_string();
+  std::vector<int64_t> values;
+  for (const DimExpr& a : atom.args) {
+    auto v = eval_expr(a, binding, error);
+    if (!v) return std::nullopt;
+    values.push_back(*v);
+  }
+  if (atom.kind == Kind::kMin) return *std::min_element(values.begin(), values.end());
+  if (atom.kind == Kind::kMax) return *std::max_element(values.begin(), values.end());
+  if (values[1] == 0) {
+    error = "division by zero in " + text;
     return std::nullopt;
   }
-  std::optional<int64_t> eval_atom(const Atom& atom) {
-    if (atom.kind == Kind::kSymbol) {
-      auto it = binding_.find(atom.name);
-      if (it != binding_.end()) return it->second;
-      std::string name;
-      print_name(atom.name, name);
-      error = "symbol " + name + " is not bound";
-      return std::nullopt;
-    }
-    std::vector<int64_t> values;
-    for (const DimExpr& a : atom.args) {
-      auto v = eval(a);
-      if (!v) return std::nullopt;
-      values.push_back(*v);
-    }
-    if (atom.kind == Kind::kMin) return *std::min_element(values.begin(), values.end());
-    if (atom.kind == Kind::kMax) return *std::max_element(values.begin(), values.end());
-    std::string text;
-    print_atom(atom, text);
-    if (values[1] == 0) {
-      error = "division by zero in " + text;
-      return std::nullopt;
-    }
-    if (atom.kind == Kind::kMod) return floor_mod(values[0], values[1]);
-    auto q = floor_div(values[0], values[1]);
-    if (!q) error = "overflow evaluating " + text;
-    return q;
-  }
+  if (atom.kind == Kind::kMod) return floor_mod(values[0], values[1]);
+  auto q = floor_div(values[0], values[1]);
+  if (!q) error = "overflow evaluating " + text;
+  return q;
+}
 
-  const std::map<std::string, int64_t>& binding_;
-};
+std::optional<int64_t> eval_expr(const DimExpr& e, const Binding& binding, std::string& error) {
+  const Node& n = e.node();
+  std::optional<int64_t> sum = n.constant;
+  for (const Term& t : n.terms) {
+    std::optional<int64_t> product = t.coeff;
+    for (const AtomPtr& atom : t.monomial) {
+      auto v = eval_atom(*atom, binding, error);
+      if (!v) return std::nullopt;
+      product = checked_mul(*product, *v);
+      if (!product) break;
+    }
+    if (product) sum = checked_add(*sum, *product);
+    if (!product || !sum) {
+      error = "overflow evaluating " + e.to_string();
+      return std::nullopt;
+    }
+  }
+  return sum;
+}
 
 void collect_symbols(const DimExpr& e, std::set<std::string>& out) {
   for (const Term& t : e.node().terms) {
@@ -832,6 +850,17 @@ bool prove_at_least(const DimExpr& d, int64_t k, const SymbolRanges& ranges, int
     if (all && !relax) return true;
   }
   return false;
+}
+
+// x - y >= k. Proofs never throw: a difference that overflows proves nothing.
+bool prove_difference_at_least(const DimExpr& x, const DimExpr& y, int64_t k,
+                               const SymbolRanges& ranges) {
+  try {
+    int budget = kProofBudget;
+    return prove_at_least(simplify(x - y, ranges), k, ranges, budget);
+  } catch (const Diagnostic&) {
+    return false;
+  }
 }
 
 }  // namespace
@@ -913,8 +942,12 @@ std::string DimExpr::to_string() const {
 DimExpr floordiv(const DimExpr& a, const DimExpr& b) { return make_floordiv(a, b, no_ranges()); }
 DimExpr ceildiv(const DimExpr& a, const DimExpr& b) { return -floordiv(-a, b); }
 DimExpr mod(const DimExpr& a, const DimExpr& b) { return make_mod(a, b, no_ranges()); }
-DimExpr min(const DimExpr& a, const DimExpr& b) { return make_minmax(Kind::kMin, {a, b}, no_ranges()); }
-DimExpr max(const DimExpr& a, const DimExpr& b) { return make_minmax(Kind::kMax, {a, b}, no_ranges()); }
+DimExpr min(const DimExpr& a, const DimExpr& b) {
+  return make_minmax(Kind::kMin, {a, b}, no_ranges());
+}
+DimExpr max(const DimExpr& a, const DimExpr& b) {
+  return make_minmax(Kind::kMax, {a, b}, no_ranges());
+}
 
 Range SymbolRanges::get(const std::string& symbol) const {
   auto it = ranges_.find(symbol);
@@ -939,47 +972,24 @@ DimExpr simplify(const DimExpr& e, const SymbolRanges& ranges) {
 bool prove_equal(const DimExpr& a, const DimExpr& b, const SymbolRanges& ranges) {
   try {
     if (simplify(a, ranges) == simplify(b, ranges)) return true;
-    DimExpr d = simplify(a - b, ranges);
-    int budget = kProofBudget;
-    return prove_at_least(d, 0, ranges, budget) && prove_at_least(-d, 0, ranges, budget);
   } catch (const Diagnostic&) {
     return false;
   }
+  return prove_difference_at_least(a, b, 0, ranges) && prove_difference_at_least(b, a, 0, ranges);
 }
-
 bool prove_not_equal(const DimExpr& a, const DimExpr& b, const SymbolRanges& ranges) {
-  try {
-    DimExpr d = simplify(a - b, ranges);
-    int budget = kProofBudget;
-    return prove_at_least(d, 1, ranges, budget) || prove_at_least(-d, 1, ranges, budget);
-  } catch (const Diagnostic&) {
-    return false;
-  }
+  return prove_difference_at_least(a, b, 1, ranges) || prove_difference_at_least(b, a, 1, ranges);
 }
-
 bool prove_less_equal(const DimExpr& a, const DimExpr& b, const SymbolRanges& ranges) {
-  try {
-    int budget = kProofBudget;
-    return prove_at_least(simplify(b - a, ranges), 0, ranges, budget);
-  } catch (const Diagnostic&) {
-    return false;
-  }
+  return prove_difference_at_least(b, a, 0, ranges);
 }
-
 bool prove_less(const DimExpr& a, const DimExpr& b, const SymbolRanges& ranges) {
-  try {
-    int budget = kProofBudget;
-    return prove_at_least(simplify(b - a, ranges), 1, ranges, budget);
-  } catch (const Diagnostic&) {
-    return false;
-  }
+  return prove_difference_at_least(b, a, 1, ranges);
 }
 
 EvalResult evaluate(const DimExpr& e, const std::map<std::string, int64_t>& binding) {
-  Evaluator evaluator(binding);
   EvalResult result;
-  result.value = evaluator.eval(e);
-  if (!result.value) result.error = evaluator.error;
+  result.value = eval_expr(e, binding, result.error);
   return result;
 }
 

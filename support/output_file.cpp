@@ -54,11 +54,21 @@ void write_file_atomically(const std::string& path, std::string_view data) {
   if (temp.size() >= sizeof g_temp_path)
     fail(ExitCode::kIo, "output path is too long: '", path, "'");
   SignalGuard guard;
+  // Hold SIGINT/SIGTERM while mkstemp fills in the name and the handler is armed: a signal in
+  // between would otherwise leave the new temporary behind (or see a half-written name).
+  sigset_t held, previous;
+  sigemptyset(&held);
+  sigaddset(&held, SIGINT);
+  sigaddset(&held, SIGTERM);
+  sigprocmask(SIG_BLOCK, &held, &previous);
   std::strcpy(g_temp_path, temp.c_str());
   int fd = mkstemp(g_temp_path);
+  int create_errno = errno;
+  if (fd >= 0) g_temp_active = true;
+  sigprocmask(SIG_SETMASK, &previous, nullptr);
   if (fd < 0)
-    fail(ExitCode::kIo, "cannot create a file in '", dir, "' for '", path, "': ", std::strerror(errno));
-  g_temp_active = true;
+    fail(ExitCode::kIo, "cannot create a file in '", dir, "' for '", path, "': ",
+         std::strerror(create_errno));
   auto abandon = [&](const char* what, int err) {
     close(fd);
     unlink(g_temp_path);

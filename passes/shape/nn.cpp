@@ -14,6 +14,9 @@
 namespace cuvil::shape {
 namespace {
 
+// Col2Im reads its spatial rank from a declared input length; anything past this is hostile.
+constexpr int64_t kMaxSpatialAxes = 64;
+
 Dim dim_at(const Value* v, size_t i) {
   if (!v || !v->shape || i >= v->shape->size()) return std::nullopt;
   return (*v->shape)[i];
@@ -47,8 +50,7 @@ std::vector<int64_t> spatial_ints(const InferContext& ctx, const char* key, size
              n_spatial * per_axis, " for ", n_spatial, " spatial axes");
   for (size_t i = 0; i < given->size(); ++i)
     if ((*given)[i] < min_value)
-      ctx.fail("attribute '", key, "' entry ", i, " is ", (*given)[i], ", must be >= ",
-               min_value);
+      ctx.fail("attribute '", key, "' entry ", i, " is ", (*given)[i], ", must be >= ", min_value);
   return *given;
 }
 
@@ -68,8 +70,9 @@ Dim effective_kernel(const InferContext& ctx, const Dim& k, int64_t dilation) {
     auto km1 = checked_sub(*c, 1);
     auto scaled = km1 ? checked_mul(*km1, dilation) : std::nullopt;
     auto ek = scaled ? checked_add(*scaled, 1) : std::nullopt;
-    if (!ek) ctx.fail("attributes 'kernel_shape'/'dilations' overflow (kernel ", *c,
-                      ", dilation ", dilation, ")");
+    if (!ek)
+      ctx.fail("attributes 'kernel_shape'/'dilations' overflow (kernel ", *c, ", dilation ",
+               dilation, ")");
     return DimExpr(*ek);
   }
   return DimExpr(dilation) * (*k - 1) + 1;
@@ -157,19 +160,24 @@ void infer_conv_common(InferContext& ctx, size_t x_index, size_t w_index, DType 
       if (k < 1) ctx.fail("attribute 'kernel_shape' entry ", i, " is ", k, ", must be >= 1");
       auto wk = const_dim_at(&w, i + 2);
       if (wk && *wk != k)
-        ctx.fail("attribute 'kernel_shape' entry ", i, " is ", k, " but weight '", w.name,
-                 "' has ", *wk);
+        ctx.fail("attribute 'kernel_shape' entry ", i, " is ", k, " but weight '", w.name, "' has ",
+                 *wk);
       win.kernel[i] = DimExpr(k);
     }
   } else {
-    for (size_t i = 0; i < n_spatial; ++i) win.kernel[i] = dim_at(&w, i + 2);
+    for (size_t i = 0; i < n_spatial; ++i) {
+      win.kernel[i] = dim_at(&w, i + 2);
+      if (auto k = const_dim_at(&w, i + 2); k && *k < 1)
+        ctx.fail("weight '", w.name, "' has kernel extent ", *k, " on spatial axis ", i);
+    }
   }
 
   auto c_in = const_dim_at(&x, 1), c_per_group = const_dim_at(&w, 1), m = const_dim_at(&w, 0);
   if (c_in && *c_in % group != 0)
-    ctx.fail("attribute 'group' (", group, ") does not divide the ", *c_in,
-             " input channels of '", x.name, "'");
-  if (c_in && c_per_group && *c_in != *c_per_group * group)
+    ctx.fail("attribute 'group' (", group, ") does not divide the ", *c_in, " input channels of '",
+             x.name, "'");
+  auto c_expected = c_per_group ? checked_mul(*c_per_group, group) : std::nullopt;
+  if (c_in && c_per_group && (!c_expected || *c_in != *c_expected))
     ctx.fail("input '", x.name, "' has ", *c_in, " channels but weight '", w.name, "' expects ",
              *c_per_group, " per group x ", group, " groups (attribute 'group')");
   if (m && *m % group != 0)
@@ -187,8 +195,7 @@ void infer_conv_common(InferContext& ctx, size_t x_index, size_t w_index, DType 
 // Ranks 4.. of the classic N, C, H, W image ops.
 void require_rank(const InferContext& ctx, const Value& v, int64_t rank) {
   auto r = rank_of(&v);
-  if (r && *r != rank)
-    ctx.fail("input '", v.name, "' has rank ", *r, ", expected ", rank);
+  if (r && *r != rank) ctx.fail("input '", v.name, "' has rank ", *r, ", expected ", rank);
 }
 
 int64_t positive_int_attr(const InferContext& ctx, const char* key, int64_t fallback,
@@ -201,9 +208,7 @@ int64_t positive_int_attr(const InferContext& ctx, const char* key, int64_t fall
 
 }  // namespace
 
-void infer_conv(InferContext& ctx) {
-  infer_conv_common(ctx, 0, 1, ctx.required_input(0).dtype);
-}
+void infer_conv(InferContext& ctx) { infer_conv_common(ctx, 0, 1, ctx.required_input(0).dtype); }
 
 void infer_conv_integer(InferContext& ctx) { infer_conv_common(ctx, 0, 1, DType::Int32); }
 
@@ -240,18 +245,16 @@ void infer_conv_transpose(InferContext& ctx) {
       ctx.fail("attribute 'kernel_shape' has ", kernel_attr->size(), " entries, expected ", n);
     for (size_t i = 0; i < n; ++i) {
       if ((*kernel_attr)[i] < 1)
-        ctx.fail("attribute 'kernel_shape' entry ", i, " is ", (*kernel_attr)[i],
-                 ", must be >= 1");
+        ctx.fail("attribute 'kernel_shape' entry ", i, " is ", (*kernel_attr)[i], ", must be >= 1");
       kernel[i] = DimExpr((*kernel_attr)[i]);
     }
   }
   auto c_in = const_dim_at(&x, 1), c_w = const_dim_at(&w, 0);
   if (c_in && *c_in % group != 0)
-    ctx.fail("attribute 'group' (", group, ") does not divide the ", *c_in,
-             " input channels of '", x.name, "'");
+    ctx.fail("attribute 'group' (", group, ") does not divide the ", *c_in, " input channels of '",
+             x.name, "'");
   if (c_in && c_w && *c_in != *c_w)
-    ctx.fail("input '", x.name, "' has ", *c_in, " channels but weight '", w.name, "' has ",
-             *c_w);
+    ctx.fail("input '", x.name, "' has ", *c_in, " channels but weight '", w.name, "' has ", *c_w);
 
   Shape out;
   out.push_back(dim_at(&x, 0));
@@ -345,9 +348,9 @@ void infer_max_roi_pool(InferContext& ctx) {
   require_rank(ctx, rois, 2);
   if (auto c = const_dim_at(&rois, 1); c && *c != 5)
     ctx.fail("input '", rois.name, "' has ", *c, " columns, expected 5 (batch, x1, y1, x2, y2)");
-  ctx.set_output(0, x.dtype,
-                 Shape{dim_at(&rois, 0), dim_at(&x, 1), DimExpr((*pooled)[0]),
-                       DimExpr((*pooled)[1])});
+  ctx.set_output(
+      0, x.dtype,
+      Shape{dim_at(&rois, 0), dim_at(&x, 1), DimExpr((*pooled)[0]), DimExpr((*pooled)[1])});
 }
 
 void infer_roi_align(InferContext& ctx) {
@@ -394,7 +397,10 @@ void infer_max_unpool(InferContext& ctx) {
           ctx.fail("input 'output_shape' entry ", i, " is negative (", *c, ")");
       ctx.set_output(0, x.dtype, Shape(dims->begin(), dims->end()));
     } else {
-      ctx.set_output(0, x.dtype, Shape(n + 2, std::nullopt));
+      // Run-time contents: N and C are the input's, the spatial extents are data.
+      Shape out{dim_at(&x, 0), dim_at(&x, 1)};
+      for (size_t i = 0; i < n; ++i) out.push_back(ctx.data_dependent_dim("max_unpool"));
+      ctx.set_output(0, x.dtype, std::move(out));
     }
     return;
   }
@@ -403,9 +409,9 @@ void infer_max_unpool(InferContext& ctx) {
     Dim in = dim_at(&x, i + 2);
     auto pad_sum = checked_add(pads[i], pads[i + n]);
     if (!pad_sum) ctx.fail("attribute 'pads' overflows on spatial axis ", i);
-    out.push_back(in ? Dim(DimExpr(strides[i]) * (*in - 1) + DimExpr((*kernel_attr)[i]) -
-                           DimExpr(*pad_sum))
-                     : std::nullopt);
+    out.push_back(
+        in ? Dim(DimExpr(strides[i]) * (*in - 1) + DimExpr((*kernel_attr)[i]) - DimExpr(*pad_sum))
+           : std::nullopt);
   }
   ctx.set_output(0, x.dtype, std::move(out));
 }
@@ -473,10 +479,10 @@ void infer_depth_to_space(InferContext& ctx) {
   if (c && c->constant() && *c->constant() % *bb != 0)
     ctx.fail("input '", x.name, "' has ", *c->constant(),
              " channels, not divisible by blocksize^2 = ", *bb, " (attribute 'blocksize')");
-  ctx.set_output(0, x.dtype,
-                 Shape{dim_at(&x, 0), c ? Dim(sym::floordiv(*c, *bb)) : std::nullopt,
-                       h ? Dim(*h * DimExpr(b)) : std::nullopt,
-                       w ? Dim(*w * DimExpr(b)) : std::nullopt});
+  ctx.set_output(
+      0, x.dtype,
+      Shape{dim_at(&x, 0), c ? Dim(sym::floordiv(*c, *bb)) : std::nullopt,
+            h ? Dim(*h * DimExpr(b)) : std::nullopt, w ? Dim(*w * DimExpr(b)) : std::nullopt});
 }
 
 void infer_space_to_depth(InferContext& ctx) {
@@ -529,8 +535,15 @@ void infer_col2im(InferContext& ctx) {
   auto image = ctx.sym_ints(1);
   auto block = ctx.const_ints(2);
   std::optional<size_t> k;
-  if (image) k = image->size();
-  else if (auto c = const_dim_at(&image_shape, 0)) k = static_cast<size_t>(std::max<int64_t>(*c, 0));
+  if (image)
+    k = image->size();
+  else if (auto c = const_dim_at(&image_shape, 0)) {
+    // A declared length, not data in memory: bound it before sizing anything by it.
+    if (*c < 0 || *c > kMaxSpatialAxes)
+      ctx.fail("input '", image_shape.name, "' has ", *c, " entries, expected at most ",
+               kMaxSpatialAxes, " spatial axes");
+    k = static_cast<size_t>(*c);
+  }
   if (block) {
     if (k && block->size() != *k)
       ctx.fail("input 'block_shape' has ", block->size(), " entries but 'image_shape' has ", *k);
@@ -567,7 +580,7 @@ void infer_col2im(InferContext& ctx) {
         ctx.fail("input 'image_shape' entry ", i, " is negative (", *c, ")");
       out.push_back((*image)[i]);
     } else {
-      out.push_back(std::nullopt);
+      out.push_back(ctx.data_dependent_dim("col2im"));  // image_shape known only at run time
     }
   }
   ctx.set_output(0, x.dtype, std::move(out));

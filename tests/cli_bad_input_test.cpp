@@ -1,0 +1,272 @@
+// cuvilc on bad inputs, end to end: the documented exit code (docs/cli.md), a stderr message
+// naming the culprit, an existing output left byte-identical after a failed compile with no
+// temporary files left behind, and -o into a missing or read-only directory. Runs the real
+// binary (CUVIL_CUVILC) through the shell, with a timeout so that a hang fails the test.
+#include <gtest/gtest.h>
+#include <dirent.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <set>
+#include <string>
+
+#include "onnx_builder.h"
+
+namespace cuvil {
+namespace {
+
+using test::TempDir;
+using Tp = onnx::TensorProto;
+
+struct RunResult {
+  int exit_code = -1;  // -1: did not exit normally
+  std::string out, err;
+};
+
+std::string shell_quote(const std::string& s) {
+  std::string q = "'";
+  for (char c : s) q += c == '\'' ? std::string("'\\''") : std::string(1, c);
+  return q + "'";
+}
+
+// Runs `cuvilc <args>` (each argument quoted) with a 60 s limit; `prefix` goes before the
+// binary (e.g. a setpriv invocation). stdout and stderr are captured through files in `dir`.
+RunResult run_cuvilc(const std::string& dir, const std::vector<std::string>& args,
+                     const std::string& prefix = "") {
+  const std::string out = dir + "/.stdout", err = dir + "/.stderr";
+  std::string cmd = "timeout 60 " + prefix + shell_quote(CUVIL_CUVILC);
+  for (const auto& a : args) cmd += " " + shell_quote(a);
+  cmd += " >" + shell_quote(out) + " 2>" + shell_quote(err) + " </dev/null";
+  int status = std::system(cmd.c_str());
+  RunResult r;
+  if (status != -1 && WIFEXITED(status)) r.exit_code = WEXITSTATUS(status);
+  r.out = test::read_bytes(out);
+  r.err = test::read_bytes(err);
+  unlink(out.c_str());
+  unlink(err.c_str());
+  return r;
+}
+
+std::set<std::string> list_dir(const std::string& dir) {
+  std::set<std::string> names;
+  if (DIR* d = opendir(dir.c_str())) {
+    while (dirent* e = readdir(d)) {
+      std::string n = e->d_name;
+      if (n != "." && n != "..") names.insert(n);
+    }
+    closedir(d);
+  }
+  return names;
+}
+
+#define EXPECT_MENTIONS(text, needle) \
+  EXPECT_NE((text).find(needle), std::string::npos) << "missing '" << (needle) << "' in:\n" << (text)
+
+class BadInputCli : public ::testing::Test {
+ protected:
+  std::string write(const onnx::ModelProto& m, const std::string& name = "model.onnx") {
+    return test::write_model(tmp_.path(), m, name);
+  }
+  TempDir tmp_;
+};
+
+TEST_F(BadInputCli, ExternalDataOutsideTheModelDirectory) {
+  onnx::ModelProto m = test::make_model();
+  auto* g = m.mutable_graph();
+  test::add_input(g, "x");
+  Tp t = test::make_raw_tensor("secret_weights", Tp::FLOAT, {4}, "");
+  test::set_external(t, "../../etc/passwd");
+  *g->add_initializer() = t;
+  test::add_node(g, "Add", {"x", "secret_weights"}, {"y"}, "add");
+  test::add_output(g, "y");
+  RunResult r = run_cuvilc(tmp_.path(), {"compile", write(m), "--emit", "ir"});
+  EXPECT_EQ(r.exit_code, 3) << r.err;
+  EXPECT_MENTIONS(r.err, "secret_weights");
+  EXPECT_MENTIONS(r.err, "../../etc/passwd");
+  EXPECT_EQ(r.out, "");
+}
+
+TEST_F(BadInputCli, TruncatedModel) {
+  std::string bytes;
+  ASSERT_TRUE(test::make_relu_model().SerializeToString(&bytes));
+  const std::string path = tmp_.file("truncated.onnx");
+  test::write_bytes(path, bytes.substr(0, bytes.size() / 2));
+  for (const char* cmd : {"inspect", "compile"}) {
+    std::vector<std::string> args = {cmd, path};
+    if (std::string(cmd) == "compile") args.insert(args.end(), {"--emit", "ir"});
+    RunResult r = run_cuvilc(tmp_.path(), args);
+    EXPECT_EQ(r.exit_code, 3) << cmd << ": " << r.err;
+    EXPECT_MENTIONS(r.err, path);
+    EXPECT_MENTIONS(r.err, "cuvilc: error:");
+  }
+}
+
+TEST_F(BadInputCli, EmptyAndMissingFiles) {
+  const std::string empty = tmp_.file("empty.onnx");
+  test::write_bytes(empty, "");
+  RunResult r = run_cuvilc(tmp_.path(), {"inspect", empty});
+  EXPECT_EQ(r.exit_code, 3) << r.err;
+  EXPECT_MENTIONS(r.err, empty);
+  const std::string missing = tmp_.file("missing.onnx");
+  RunResult r2 = run_cuvilc(tmp_.path(), {"compile", missing, "--emit", "ir"});
+  EXPECT_EQ(r2.exit_code, 5) << r2.err;
+  EXPECT_MENTIONS(r2.err, missing);
+}
+
+TEST_F(BadInputCli, GraphErrorNamesTheNode) {
+  onnx::ModelProto m = test::make_model();
+  auto* g = m.mutable_graph();
+  test::add_input(g, "x");
+  test::add_node(g, "Add", {"x", "never_defined"}, {"y"}, "the_bad_add");
+  test::add_output(g, "y");
+  RunResult r = run_cuvilc(tmp_.path(), {"compile", write(m), "--emit", "ir"});
+  EXPECT_EQ(r.exit_code, 3) << r.err;
+  EXPECT_MENTIONS(r.err, "the_bad_add");
+  EXPECT_MENTIONS(r.err, "never_defined");
+}
+
+TEST_F(BadInputCli, TooNewIrVersionAndOpset) {
+  onnx::ModelProto m = test::make_relu_model();
+  m.set_ir_version(99);
+  RunResult r = run_cuvilc(tmp_.path(), {"inspect", write(m)});
+  EXPECT_EQ(r.exit_code, 4) << r.err;
+  EXPECT_MENTIONS(r.err, "ir_version 99");
+  RunResult r2 = run_cuvilc(tmp_.path(), {"inspect", write(test::make_relu_model(40))});
+  EXPECT_EQ(r2.exit_code, 4) << r2.err;
+  EXPECT_MENTIONS(r2.err, "opset 40");
+}
+
+// Unknown ops in several domains, in the main graph and a subgraph, feeding known ops.
+onnx::ModelProto unknown_ops_model() {
+  onnx::ModelProto m = test::make_model();
+  test::add_opset(m, "com.example", 1);
+  test::add_opset(m, "org.other", 2);
+  auto* g = m.mutable_graph();
+  test::add_input(g, "x");
+  test::add_input(g, "cond", Tp::BOOL, {});
+  test::add_node(g, "Frobnicate", {"x"}, {"a"}, "frob_first", "com.example");
+  test::add_node(g, "Relu", {"a"}, {"b"}, "relu_after_frob");
+  test::add_node(g, "Frobnicate", {"b"}, {"c"}, "frob_second", "com.example");
+  test::add_node(g, "MadeUpOp", {"c"}, {"d"}, "made_up", "");
+  auto* iff = test::add_node(g, "If", {"cond"}, {"e"}, "if_node");
+  auto* t = test::set_attr_graph(iff, "then_branch");
+  t->set_name("then");
+  test::add_node(t, "Gizmo", {"d"}, {"t_out"}, "gizmo_in_branch", "org.other");
+  test::add_output(t, "t_out");
+  auto* el = test::set_attr_graph(iff, "else_branch");
+  el->set_name("else");
+  test::add_node(el, "Identity", {"d"}, {"e_out"}, "else_id");
+  test::add_output(el, "e_out");
+  test::add_node(g, "Neg", {"e"}, {"y"}, "neg");
+  test::add_output(g, "y");
+  return m;
+}
+
+TEST_F(BadInputCli, CompileListsAllUnsupportedOpsAtOnce) {
+  const std::string model = write(unknown_ops_model());
+  const std::string out = tmp_.file("out.ir");
+  RunResult r = run_cuvilc(tmp_.path(), {"compile", model, "--emit", "ir", "-o", out});
+  EXPECT_EQ(r.exit_code, 4) << r.err;
+  for (const char* needle : {"4 node(s)", "com.example::Frobnicate", "'frob_first'",
+                             "'frob_second'", "MadeUpOp", "'made_up'", "org.other::Gizmo",
+                             "'gizmo_in_branch'"})
+    EXPECT_MENTIONS(r.err, needle);
+  EXPECT_EQ(access(out.c_str(), F_OK), -1) << "a failed compile wrote " << out;
+}
+
+TEST_F(BadInputCli, InspectListsUnsupportedOpsAndSucceeds) {
+  RunResult r = run_cuvilc(tmp_.path(), {"inspect", write(unknown_ops_model())});
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_MENTIONS(r.out, "unsupported ops: 4");
+  for (const char* needle : {"com.example::Frobnicate (node 'frob_first' in graph 'main')",
+                             "com.example::Frobnicate (node 'frob_second' in graph 'main')",
+                             "MadeUpOp (node 'made_up' in graph 'main')",
+                             "org.other::Gizmo (node 'gizmo_in_branch' in graph 'then')"})
+    EXPECT_MENTIONS(r.out, needle);
+}
+
+TEST_F(BadInputCli, FailedCompileLeavesTheOutputUntouched) {
+  // Model and output in separate directories so the output directory can be listed exactly.
+  TempDir out_dir;
+  const std::string out = out_dir.file("out.ir");
+  const std::string previous = "previous output\n\x01\x02 bytes that must survive\n";
+  test::write_bytes(out, previous);
+  struct stat before;
+  ASSERT_EQ(stat(out.c_str(), &before), 0);
+
+  std::string bad_bytes;
+  ASSERT_TRUE(test::make_relu_model().SerializeToString(&bad_bytes));
+  const std::string truncated = tmp_.file("truncated.onnx");
+  test::write_bytes(truncated, bad_bytes.substr(0, bad_bytes.size() - 3));
+  onnx::ModelProto bad_graph = test::make_relu_model();
+  test::add_output(bad_graph.mutable_graph(), "phantom");
+  for (const std::string& model :
+       {truncated, write(bad_graph, "bad_graph.onnx"), write(unknown_ops_model(), "unk.onnx"),
+        tmp_.file("missing.onnx")}) {
+    RunResult r = run_cuvilc(tmp_.path(), {"compile", model, "--emit", "ir", "-o", out});
+    EXPECT_NE(r.exit_code, 0) << model;
+    EXPECT_EQ(test::read_bytes(out), previous) << model;
+    EXPECT_EQ(list_dir(out_dir.path()), std::set<std::string>{"out.ir"}) << model;
+    struct stat after;
+    ASSERT_EQ(stat(out.c_str(), &after), 0);
+    EXPECT_EQ(after.st_ino, before.st_ino) << "the output was replaced: " << model;
+  }
+}
+
+TEST_F(BadInputCli, SuccessfulCompileReplacesTheOutputAtomically) {
+  TempDir out_dir;
+  const std::string out = out_dir.file("out.ir");
+  test::write_bytes(out, "old");
+  RunResult r = run_cuvilc(tmp_.path(), {"compile", write(test::make_relu_model()), "--emit",
+                                         "ir", "-o", out});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  std::string text = test::read_bytes(out);
+  EXPECT_MENTIONS(text, "Relu");
+  EXPECT_EQ(list_dir(out_dir.path()), std::set<std::string>{"out.ir"});
+}
+
+TEST_F(BadInputCli, OutputIntoAMissingDirectory) {
+  const std::string out = tmp_.file("no/such/dir/out.ir");
+  RunResult r = run_cuvilc(tmp_.path(), {"compile", write(test::make_relu_model()), "--emit",
+                                         "ir", "-o", out});
+  EXPECT_EQ(r.exit_code, 5) << r.err;
+  EXPECT_MENTIONS(r.err, out);
+}
+
+TEST_F(BadInputCli, OutputIntoAReadOnlyDirectory) {
+  // Root ignores directory permissions: run cuvilc as nobody when we are root.
+  std::string prefix;
+  if (geteuid() == 0) {
+    if (access("/usr/bin/setpriv", X_OK) != 0) GTEST_SKIP() << "root without setpriv";
+    prefix = "setpriv --reuid=65534 --regid=65534 --clear-groups ";
+    ASSERT_EQ(chmod(tmp_.path().c_str(), 0755), 0);  // nobody must reach the model
+  }
+  const std::string model = write(test::make_relu_model());
+  ASSERT_EQ(chmod(model.c_str(), 0644), 0);
+  const std::string ro = tmp_.file("readonly");
+  ASSERT_EQ(mkdir(ro.c_str(), 0755), 0);
+  const std::string out = ro + "/out.ir";
+  test::write_bytes(out, "keep me");
+  ASSERT_EQ(chmod(ro.c_str(), 0555), 0);
+  RunResult r = run_cuvilc(tmp_.path(), {"compile", model, "--emit", "ir", "-o", out}, prefix);
+  if (r.exit_code == 126 || r.exit_code == 127)
+    GTEST_SKIP() << "cannot run cuvilc as another user here: " << r.err;
+  EXPECT_EQ(r.exit_code, 5) << r.err;
+  EXPECT_MENTIONS(r.err, out);
+  EXPECT_EQ(test::read_bytes(out), "keep me");
+  EXPECT_EQ(list_dir(ro), std::set<std::string>{"out.ir"});
+}
+
+TEST_F(BadInputCli, BadDimOptionIsAUsageError) {
+  const std::string model = write(test::make_relu_model());
+  RunResult r = run_cuvilc(tmp_.path(), {"inspect", model, "--dim", "batch=9:3"});
+  EXPECT_EQ(r.exit_code, 2) << r.err;
+  EXPECT_MENTIONS(r.err, "batch=9:3");
+  RunResult r2 = run_cuvilc(tmp_.path(), {"inspect", model, "--dim", "nosuch=3"});
+  EXPECT_EQ(r2.exit_code, 2) << r2.err;
+  EXPECT_MENTIONS(r2.err, "nosuch");
+}
+
+}  // namespace
+}  // namespace cuvil
