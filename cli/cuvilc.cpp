@@ -3,16 +3,22 @@
 // Every failure is a diagnostic on stderr with a documented exit code (docs/cli.md).
 #include <CLI/CLI.hpp>
 
+#include <algorithm>
 #include <cstdio>
 #include <fstream>
 #include <iostream>
 #include <map>
 #include <new>
 
+#include "codegen/lower.h"
+#include "codegen/package_builder.h"
 #include "frontend/onnx_import.h"
 #include "ir/printer.h"
 #include "ir/verifier.h"
 #include "passes/infer_shapes.h"
+#include "runtime/disasm.h"
+#include "runtime/expr_eval.h"
+#include "runtime/package.h"
 #include "support/error.h"
 #include "support/output_file.h"
 
@@ -53,7 +59,37 @@ void count_ops(const Graph& g, std::map<std::string, int>& hist) {
   }
 }
 
-int run_inspect(const std::string& path, const std::vector<std::string>& dims) {
+bool is_package(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  char magic[8] = {};
+  in.read(magic, sizeof magic);
+  return in.gcount() == 8 && std::equal(magic, magic + 8, rt::kPackageMagic);
+}
+
+int inspect_package(const std::string& path, bool disasm) {
+  std::shared_ptr<rt::LoadedPackage> pkg;
+  rt::Status st = rt::LoadedPackage::open_file(path, &pkg);
+  if (!st.is_ok()) fail(ExitCode::kInvalidModel, st.message());
+  std::cout << "package: " << path << " (format " << pkg->format_major() << "." << pkg->format_minor()
+            << ", " << pkg->size() << " bytes, verified)\n";
+  std::cout << "sections:\n";
+  for (const auto& sec : pkg->sections())
+    std::cout << "  " << rt::section_kind_name(sec.kind) << " offset " << sec.offset << " size " << sec.size << "\n";
+  std::cout << "manifest:\n";
+  for (const auto& e : pkg->manifest().entries) std::cout << "  " << e.key << ": " << e.value << "\n";
+  const rt::Program& p = pkg->program();
+  std::cout << "memory: arena " << rt::expr_to_string(p, p.arena_size) << " bytes; sum of all intermediates ";
+  const std::string* total = pkg->manifest().find("intermediate_bytes");
+  std::cout << (total ? *total : std::string("?")) << " bytes\n";
+  std::cout << "program: " << p.tensors.size() << " tensors, " << p.nodes.size() << " op calls, "
+            << p.kernels.size() << " tile kernels, " << p.code.size() << " code words\n";
+  if (!pkg->report().empty()) std::cout << "report:\n" << pkg->report();
+  if (disasm) std::cout << rt::disassemble(p);
+  return 0;
+}
+
+int run_inspect(const std::string& path, const std::vector<std::string>& dims, bool disasm) {
+  if (is_package(path)) return inspect_package(path, disasm);
   Model m = load_and_infer(path, dims);
   const Graph& g = *m.graph;
   std::cout << "model: " << path << "\n";
@@ -111,19 +147,42 @@ int run_inspect(const std::string& path, const std::vector<std::string>& dims) {
   return 0;
 }
 
-int run_compile(const std::string& path, const std::string& emit, const std::string& output,
-                const std::vector<std::string>& dims) {
-  if (emit != "ir")
-    fail(ExitCode::kUnsupported, "cuvilc compile: only --emit ir is available in this version "
-                                 "(the .cuvir package writer is part of the next milestone)");
+std::string default_output(const std::string& model_path) {
+  std::string base = model_path;
+  if (auto slash = base.find_last_of('/'); slash != std::string::npos) base = base.substr(slash + 1);
+  if (base.size() > 5 && base.substr(base.size() - 5) == ".onnx") base = base.substr(0, base.size() - 5);
+  return base + ".cuvir";
+}
+
+int run_compile(const std::string& path, const std::string& emit, std::string output,
+                const std::vector<std::string>& dims, bool no_fusion) {
   Model m = load_and_infer(path, dims);
   frontend::check_supported(m);
-  std::string text = model_to_string(m);
-  if (output.empty() || output == "-") {
-    std::cout << text;
-  } else {
-    write_file_atomically(output, text);
+  if (emit == "ir") {
+    std::string text = model_to_string(m);
+    if (output.empty() || output == "-") std::cout << text;
+    else write_file_atomically(output, text);
+    return 0;
   }
+  codegen::LowerOptions lo;
+  lo.fuse_elementwise = !no_fusion;
+  codegen::LoweredModel lowered = codegen::lower_model(m, lo);
+  if (emit == "bytecode") {
+    std::string text = rt::disassemble(lowered.program);
+    if (output.empty() || output == "-") std::cout << text;
+    else write_file_atomically(output, text);
+    return 0;
+  }
+  std::vector<uint8_t> bytes = codegen::build_package(m, lowered);
+  // Verify what we are about to ship with the runtime's own loader.
+  std::shared_ptr<rt::LoadedPackage> check;
+  rt::Status st = rt::LoadedPackage::open_memory(bytes.data(), bytes.size(), true, &check);
+  CUVIL_ASSERT(st.is_ok(), "the package the compiler wrote fails verification: " << st.message());
+  if (output.empty()) output = default_output(path);
+  write_file_atomically(output, std::string_view(reinterpret_cast<const char*>(bytes.data()), bytes.size()));
+  std::cerr << "cuvilc: wrote " << output << " (" << bytes.size() << " bytes; " << lowered.fused_kernels
+            << " tile kernels fusing " << lowered.fused_nodes << " nodes, " << lowered.call_ops
+            << " op calls; arena " << lowered.arena_expr << " bytes)\n";
   return 0;
 }
 
@@ -138,21 +197,28 @@ int main_impl(int argc, char** argv) {
       "inspect", "Summarise an ONNX model: inputs/outputs with symbolic shapes, opsets, op "
                  "histogram, parameter count and bytes, shape-inference coverage, and every "
                  "unsupported op with its node name.");
-  inspect->add_option("model", inspect_path, "ONNX model file (.onnx)")->required();
+  bool inspect_disasm = false;
+  inspect->add_option("model", inspect_path, "ONNX model (.onnx) or compiled package (.cuvir)")->required();
   inspect->add_option("--dim", inspect_dims, kDimHelp);
+  inspect->add_flag("--disasm", inspect_disasm, "For a .cuvir package: print the disassembled program");
   inspect->footer(kExitCodes);
 
   std::string compile_path, emit = "", output;
   std::vector<std::string> compile_dims;
   CLI::App* compile = app.add_subcommand(
-      "compile", "Compile an ONNX model. `--emit ir` prints the IR after import and symbolic "
-                 "shape inference (the text form documented in docs/ir.md).");
+      "compile", "Compile an ONNX model into a .cuvir package (bytecode + weights + manifest), "
+                 "verified with the runtime's loader before it is written. `--emit ir` prints the IR "
+                 "after symbolic shape inference (docs/ir.md); `--emit bytecode` the disassembled "
+                 "program (docs/isa.md).");
   compile->add_option("model", compile_path, "ONNX model file (.onnx)")->required();
-  compile->add_option("--emit", emit, "Stage to print instead of writing a package: ir")
-      ->check(CLI::IsMember({"ir"}));
+  bool no_fusion = false;
+  compile->add_option("--emit", emit, "Print a stage instead of writing a package: ir | bytecode")
+      ->check(CLI::IsMember({"ir", "bytecode"}));
   compile->add_option("-o,--output", output,
-                      "Output file ('-' or omitted with --emit: standard output). Written "
-                      "atomically; left untouched when the compile fails.");
+                      "Output file. Default: <model>.cuvir in the current directory (with --emit: "
+                      "standard output; '-' also means standard output). Written atomically; an "
+                      "existing file is left untouched when the compile fails.");
+  compile->add_flag("--no-fusion", no_fusion, "Do not fuse elementwise ops into tile kernels");
   compile->add_option("--dim", compile_dims, kDimHelp);
   compile->footer(kExitCodes);
 
@@ -162,8 +228,8 @@ int main_impl(int argc, char** argv) {
     int rc = app.exit(e);
     return rc == 0 ? 0 : static_cast<int>(ExitCode::kUsage);
   }
-  if (*inspect) return run_inspect(inspect_path, inspect_dims);
-  return run_compile(compile_path, emit, output, compile_dims);
+  if (*inspect) return run_inspect(inspect_path, inspect_dims, inspect_disasm);
+  return run_compile(compile_path, emit, output, compile_dims, no_fusion);
 }
 
 }  // namespace

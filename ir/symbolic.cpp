@@ -6,10 +6,11 @@
 // output is identical on every run. floordiv/mod/min/max are simplified when built, using
 // interval bounds under a `SymbolRanges`: the public constructors pass the empty ranges (every
 // symbol is >= 0, which is always true), and `simplify` rebuilds an expression under the
-// caller's ranges. A rewrite never changes the value where the original expression is
-// defined; a rewrite that would hide a possible division by zero (floordiv(n, n) -> 1) is
-// only made once the divisor is proven non-zero. Bounds are interval arithmetic on 128-bit
-// endpoints with explicit infinities, so they saturate instead of overflowing.
+// caller's ranges. For bindings that respect those assumptions a rewrite never changes the
+// value where the original expression is defined, and one that would hide a possible
+// division by zero (floordiv(n, n) -> 1) waits until the divisor is proven non-zero. Bounds
+// are interval arithmetic on 128-bit endpoints with explicit infinities, so they saturate
+// instead of overflowing.
 #include "ir/symbolic.h"
 
 #include <algorithm>
@@ -1006,6 +1007,61 @@ std::optional<DimExpr> parse(std::string_view text, std::string* error) {
   auto result = parser.parse_all();
   if (!result && error) *error = parser.error;
   return result;
+}
+
+}  // namespace cuvil::sym
+
+namespace cuvil::sym {
+namespace {
+
+void emit_postfix(const DimExpr& e, std::vector<PostfixOp>& out) {
+  using K = PostfixOp::Kind;
+  const Node& n = e.node();
+  bool have = false;
+  for (const Node::Term& t : n.terms) {
+    // A coefficient of 1 is left out so that a bare symbol is one kSymbol op (the runtime
+    // binds symbols from input dims that are exactly a symbol).
+    bool first = true;
+    for (const Node::AtomPtr& atom : t.monomial) {
+      switch (atom->kind) {
+        case Node::Kind::kSymbol: out.push_back({K::kSymbol, 0, atom->name}); break;
+        case Node::Kind::kFloorDiv: case Node::Kind::kMod: {
+          emit_postfix(atom->args[0], out);
+          emit_postfix(atom->args[1], out);
+          out.push_back({atom->kind == Node::Kind::kFloorDiv ? K::kFloorDiv : K::kMod, 0, {}});
+          break;
+        }
+        case Node::Kind::kMin: case Node::Kind::kMax: {
+          emit_postfix(atom->args[0], out);
+          for (size_t i = 1; i < atom->args.size(); ++i) {
+            emit_postfix(atom->args[i], out);
+            out.push_back({atom->kind == Node::Kind::kMin ? K::kMin : K::kMax, 0, {}});
+          }
+          break;
+        }
+      }
+      if (!first) out.push_back({K::kMul, 0, {}});
+      first = false;
+    }
+    if (t.coeff != 1) {
+      out.push_back({K::kConst, t.coeff, {}});
+      out.push_back({K::kMul, 0, {}});
+    }
+    if (have) out.push_back({K::kAdd, 0, {}});
+    have = true;
+  }
+  if (!have || n.constant != 0) {
+    out.push_back({K::kConst, n.constant, {}});
+    if (have) out.push_back({K::kAdd, 0, {}});
+  }
+}
+
+}  // namespace
+
+std::vector<PostfixOp> to_postfix(const DimExpr& e) {
+  std::vector<PostfixOp> out;
+  emit_postfix(e, out);
+  return out;
 }
 
 }  // namespace cuvil::sym

@@ -120,3 +120,18 @@ DimExpr substitute(const DimExpr& e, const std::map<std::string, DimExpr>& repla
 std::optional<DimExpr> parse(std::string_view text, std::string* error);
 
 }  // namespace cuvil::sym
+
+namespace cuvil::sym {
+
+// Postfix code of an expression, for the runtime's dependency-free evaluator (the runtime
+// stores expressions this way in the package). Binary ops pop b then a and push (a op b);
+// kFloorDiv/kMod follow Python's sign rules as `floordiv`/`mod` do.
+struct PostfixOp {
+  enum class Kind : uint8_t { kConst, kSymbol, kAdd, kMul, kFloorDiv, kMod, kMin, kMax };
+  Kind kind = Kind::kConst;
+  int64_t value = 0;   // kConst
+  std::string symbol;  // kSymbol
+};
+std::vector<PostfixOp> to_postfix(const DimExpr& e);
+
+}  // namespace cuvil::sym

@@ -9,6 +9,8 @@
 
 #include <algorithm>
 #include <cstring>
+#include <iterator>
+#include <random>
 
 #include "ir/graph.h"
 #include "passes/infer_shapes.h"
@@ -913,6 +915,81 @@ TEST(ShapeRulesTensor, HostileAttributesFailCleanly) {
     SCOPED_TRACE(c.node);
     expect_failure(b, c.node, c.detail);
   }
+}
+
+// Random nodes of every rule in shape_ops.cpp, movement.cpp and elementwise.cpp, with extreme
+// attribute values, constant inputs and opsets: inference must succeed or throw a Diagnostic,
+// never an internal error or anything else (run under the sanitizer build to catch UB).
+TEST(ShapeRulesTensor, RandomHostileNodesNeverCrash) {
+  const OpKind ops[] = {
+      OpKind::Shape, OpKind::Size, OpKind::Reshape, OpKind::Flatten, OpKind::Squeeze,
+      OpKind::Unsqueeze, OpKind::Transpose, OpKind::Concat, OpKind::Split, OpKind::Slice,
+      OpKind::Expand, OpKind::Tile, OpKind::Constant, OpKind::ConstantOfShape, OpKind::Range,
+      OpKind::Gather, OpKind::GatherElements, OpKind::GatherND, OpKind::ScatterND, OpKind::Pad,
+      OpKind::Resize, OpKind::Upsample, OpKind::Compress, OpKind::OneHot, OpKind::EyeLike,
+      OpKind::NonZero, OpKind::TopK, OpKind::Unique, OpKind::NonMaxSuppression,
+      OpKind::CenterCropPad, OpKind::Add, OpKind::Div, OpKind::Mod, OpKind::Equal, OpKind::Where,
+      OpKind::Cast, OpKind::Neg, OpKind::Abs, OpKind::Clip, OpKind::Dropout, OpKind::CastLike};
+  const int64_t extremes[] = {0, 1, 2, 3, -1, -2, 5, INT64_MAX, INT64_MIN, INT32_MAX, -INT32_MAX,
+                              int64_t{1} << 40};
+  const char* int_keys[] = {"axis", "allowzero", "batch_dims", "num_outputs", "start", "end",
+                            "k", "to", "value_int", "dtype", "fmod"};
+  const char* ints_keys[] = {"axes", "perm", "split", "starts", "ends", "pads", "value_ints",
+                             "shape"};
+  const int opsets[] = {1, 5, 6, 7, 9, 10, 11, 13, 15, 18};
+  std::mt19937 rng(1234);
+  auto pick = [&](size_t n) { return static_cast<size_t>(rng() % n); };
+  auto extreme = [&] { return extremes[pick(std::size(extremes))]; };
+  int diagnostics = 0, successes = 0;
+  for (int iter = 0; iter < 6000; ++iter) {
+    GraphBuilder b;
+    OpKind op = ops[pick(std::size(ops))];
+    std::vector<ValueId> ins;
+    size_t n_in = pick(5);
+    for (size_t i = 0; i < n_in; ++i) {
+      std::string name = "in" + std::to_string(i);
+      switch (pick(4)) {
+        case 0: {  // constant int64 vector or scalar with extreme values
+          std::vector<int64_t> v(pick(5));
+          for (auto& e : v) e = extreme();
+          ins.push_back(pick(3) == 0 && !v.empty() ? b.i64_scalar(name, v[0]) : b.i64(name, v));
+          break;
+        }
+        case 1: {  // a tensor with a random shape
+          std::vector<DimSpec> dims;
+          for (size_t k = pick(4); k > 0; --k) {
+            const DimSpec choices[] = {0, 1, 2, 3, 5, "n", "m", "?"};
+            dims.push_back(choices[pick(std::size(choices))]);
+          }
+          ins.push_back(b.input(name, pick(2) ? DType::Float : DType::Int64, dims));
+          break;
+        }
+        case 2: ins.push_back(b.unranked(name, DType::Float)); break;
+        default: ins.push_back(kNoValue); break;
+      }
+    }
+    std::map<std::string, Attribute> attrs;
+    for (size_t k = pick(4); k > 0; --k) {
+      if (pick(2)) {
+        attrs[int_keys[pick(std::size(int_keys))]] = int_attr(extreme());
+      } else {
+        std::vector<int64_t> v(pick(5));
+        for (auto& e : v) e = extreme();
+        attrs[ints_keys[pick(std::size(ints_keys))]] = ints_attr(v);
+      }
+    }
+    b.node("fuzz", op, ins, 1 + pick(4), attrs, opsets[pick(std::size(opsets))]);
+    try {
+      b.infer();
+      ++successes;
+    } catch (const Diagnostic&) {
+      ++diagnostics;
+    } catch (const std::exception& e) {
+      FAIL() << "iteration " << iter << " (" << op_name(op) << "): " << e.what();
+    }
+  }
+  EXPECT_GT(successes, 100);
+  EXPECT_GT(diagnostics, 100);
 }
 
 TEST(ShapeRulesTensor, HugeRankFromShapeInputIsRefused) {

@@ -1,0 +1,268 @@
+// cuvil-run: run a compiled .cuvir package from the command line. Inputs come from .npy or
+// ONNX TensorProto .pb files (--input name=path), or are random with a given shape
+// (--shape name=1x128); outputs are summarised on the terminal and written as .npy files to
+// --output-dir. --bench N times N runs and prints latency percentiles and runs per second.
+// Uses only the public C API of libcuvil.
+#include <CLI/CLI.hpp>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <iostream>
+#include <map>
+#include <random>
+#include <sys/stat.h>
+
+#include "cli/npy.h"
+#include "cuvil.h"
+
+namespace {
+
+// Exit codes match cuvilc (docs/cli.md).
+constexpr int kExitUsage = 2, kExitInvalid = 3, kExitIo = 5, kExitRun = 6;
+
+int status_exit(cuvil_status st) {
+  switch (cuvil_status_code_of(st)) {
+    case CUVIL_INVALID_ARGUMENT: case CUVIL_SHAPE: return kExitUsage;
+    case CUVIL_INVALID_PACKAGE: return kExitInvalid;
+    case CUVIL_IO: return kExitIo;
+    default: return kExitRun;
+  }
+}
+
+int report(const char* what, cuvil_status st) {
+  std::cerr << "cuvil-run: error: " << what << ": " << cuvil_status_message(st) << "\n";
+  int rc = status_exit(st);
+  cuvil_status_free(st);
+  return rc;
+}
+
+bool parse_shape(const std::string& text, std::vector<int64_t>* dims) {
+  dims->clear();
+  if (text.empty() || text == "scalar") return true;
+  size_t i = 0;
+  while (i <= text.size()) {
+    size_t j = text.find_first_of("x,", i);
+    std::string part = text.substr(i, j == std::string::npos ? std::string::npos : j - i);
+    if (part.empty() || part.size() > 12 || part.find_first_not_of("0123456789") != std::string::npos) return false;
+    dims->push_back(std::stoll(part));
+    if (j == std::string::npos) break;
+    i = j + 1;
+  }
+  return true;
+}
+
+void fill_random(cuvil::tools::HostTensor& t, std::mt19937_64& rng) {
+  size_t n = 1;
+  for (int64_t d : t.dims) n *= static_cast<size_t>(d);
+  size_t esize = cuvil_dtype_size(t.dtype);
+  t.bytes.assign(n * esize, 0);
+  std::uniform_real_distribution<float> uf(-1.f, 1.f);
+  std::uniform_int_distribution<int> ui(0, 15);
+  for (size_t i = 0; i < n; ++i) {
+    uint8_t* p = t.bytes.data() + i * esize;
+    switch (t.dtype) {
+      case 1: { float v = uf(rng); std::memcpy(p, &v, 4); break; }
+      case 11: { double v = uf(rng); std::memcpy(p, &v, 8); break; }
+      case 7: { int64_t v = ui(rng); std::memcpy(p, &v, 8); break; }
+      case 6: { int32_t v = ui(rng); std::memcpy(p, &v, 4); break; }
+      case 9: *p = static_cast<uint8_t>(ui(rng) & 1); break;
+      default: *p = static_cast<uint8_t>(ui(rng)); break;
+    }
+  }
+}
+
+double as_double(int32_t dtype, const uint8_t* p) {
+  switch (dtype) {
+    case 1: { float v; std::memcpy(&v, p, 4); return v; }
+    case 11: { double v; std::memcpy(&v, p, 8); return v; }
+    case 7: { int64_t v; std::memcpy(&v, p, 8); return static_cast<double>(v); }
+    case 6: { int32_t v; std::memcpy(&v, p, 4); return v; }
+    case 3: return static_cast<int8_t>(*p);
+    case 2: case 9: return *p;
+    default: return NAN;
+  }
+}
+
+void summarize(const cuvil_tensor_info& info, const void* data, size_t bytes) {
+  std::cout << info.name << ": " << cuvil_dtype_name(info.dtype) << info.shape;
+  size_t esize = cuvil_dtype_size(info.dtype);
+  size_t n = esize ? bytes / esize : 0;
+  const uint8_t* p = static_cast<const uint8_t*>(data);
+  if (n == 0 || std::isnan(as_double(info.dtype, p))) {
+    std::cout << "\n";
+    if (n == 0) return;
+  }
+  double mn = INFINITY, mx = -INFINITY, sum = 0;
+  size_t argmax = 0;
+  for (size_t i = 0; i < n; ++i) {
+    double v = as_double(info.dtype, p + i * esize);
+    if (v > mx) { mx = v; argmax = i; }
+    mn = std::min(mn, v);
+    sum += v;
+  }
+  std::cout << "  min " << mn << "  max " << mx << "  mean " << sum / static_cast<double>(n) << "\n  values:";
+  for (size_t i = 0; i < std::min<size_t>(n, 8); ++i) std::cout << " " << as_double(info.dtype, p + i * esize);
+  if (n > 8) std::cout << " ...";
+  std::cout << "\n";
+  // One row of scores (e.g. [1, classes]): the predicted class.
+  if (info.rank >= 1 && (info.rank == 1 || static_cast<size_t>(info.dims[info.rank - 1]) == n) && n > 1)
+    std::cout << "  argmax: " << argmax << "\n";
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"cuvil-run: run a compiled cuvil package (.cuvir) on the CPU.\n"
+               "Exit codes: 0 success, 2 bad input/shape, 3 invalid package, 5 I/O, 6 run failed."};
+  std::string model_path, output_dir;
+  std::vector<std::string> inputs, shapes;
+  int threads = 0, bench = 0, warmup = 3;
+  uint64_t seed = 1;
+  int64_t deadline_ms = 0;
+  app.add_option("model", model_path, "Compiled package (.cuvir)")->required();
+  app.add_option("--input", inputs, "name=path: input from a .npy or ONNX TensorProto .pb file (repeatable)");
+  app.add_option("--shape", shapes, "name=1x128: random input of this shape for an input not given by --input "
+                                    "(floats in [-1, 1), integers in [0, 16)). Inputs with a fully static shape "
+                                    "need neither option.");
+  app.add_option("--output-dir", output_dir, "Write each output as <dir>/<name>.npy");
+  app.add_option("--threads", threads, "Worker threads (0 = all cores)")->check(CLI::NonNegativeNumber);
+  app.add_option("--bench", bench, "Time N runs; print p50/p90/p99 latency and runs per second")->check(CLI::NonNegativeNumber);
+  app.add_option("--warmup", warmup, "Untimed runs before --bench (default 3)")->check(CLI::NonNegativeNumber);
+  app.add_option("--seed", seed, "Seed for random inputs (default 1)");
+  app.add_option("--deadline-ms", deadline_ms, "Stop a run that takes longer than this (0 = none)")->check(CLI::NonNegativeNumber);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    int rc = app.exit(e);
+    return rc == 0 ? 0 : kExitUsage;
+  }
+
+  cuvil_model* model = nullptr;
+  if (cuvil_status st = cuvil_model_load_file(model_path.c_str(), &model)) return report(model_path.c_str(), st);
+  cuvil_session_options opts;
+  cuvil_session_options_init(&opts);
+  opts.threads = threads;
+  opts.deadline_ms = deadline_ms;
+  cuvil_session* session = nullptr;
+  if (cuvil_status st = cuvil_session_create(model, &opts, &session)) {
+    cuvil_model_release(model);
+    return report("creating a session", st);
+  }
+  int rc = 0;
+  std::map<std::string, cuvil::tools::HostTensor> host;
+  std::mt19937_64 rng(seed);
+  auto fail = [&](const std::string& msg, int code) {
+    std::cerr << "cuvil-run: error: " << msg << "\n";
+    rc = code;
+  };
+  std::map<std::string, std::string> input_files, input_shapes;
+  for (const auto& spec : inputs) {
+    auto eq = spec.find('=');
+    if (eq == std::string::npos || eq == 0) { fail("--input '" + spec + "': expected name=path", kExitUsage); break; }
+    if (!input_files.emplace(spec.substr(0, eq), spec.substr(eq + 1)).second) {
+      fail("--input '" + spec.substr(0, eq) + "' given twice", kExitUsage);
+      break;
+    }
+  }
+  for (const auto& spec : shapes) {
+    auto eq = spec.find('=');
+    if (rc) break;
+    if (eq == std::string::npos || eq == 0) { fail("--shape '" + spec + "': expected name=1x128", kExitUsage); break; }
+    input_shapes[spec.substr(0, eq)] = spec.substr(eq + 1);
+  }
+  size_t n_in = cuvil_model_input_count(model);
+  std::map<std::string, bool> known;
+  for (size_t i = 0; i < n_in && !rc; ++i) {
+    cuvil_tensor_info info;
+    if (cuvil_status st = cuvil_model_input_info(model, i, &info)) { rc = report("input info", st); break; }
+    known[info.name] = true;
+    cuvil::tools::HostTensor t;
+    auto f = input_files.find(info.name);
+    if (f != input_files.end()) {
+      const std::string& path = f->second;
+      std::string err = path.size() > 3 && path.substr(path.size() - 3) == ".pb"
+                            ? cuvil::tools::read_tensor_pb(path, &t)
+                            : cuvil::tools::read_npy(path, &t);
+      if (!err.empty()) { fail(err, kExitUsage); break; }
+    } else {
+      t.dtype = info.dtype;
+      auto s = input_shapes.find(info.name);
+      if (s != input_shapes.end()) {
+        if (!parse_shape(s->second, &t.dims)) { fail(std::string("--shape ") + info.name + "=" + s->second + ": bad shape", kExitUsage); break; }
+      } else {
+        for (int k = 0; k < info.rank; ++k) {
+          if (info.dims[k] < 0) {
+            fail(std::string("input '") + info.name + "' has shape " + info.shape +
+                 "; give --input " + info.name + "=file.npy or --shape " + info.name + "=...", kExitUsage);
+            break;
+          }
+          t.dims.push_back(info.dims[k]);
+        }
+        if (rc) break;
+      }
+      fill_random(t, rng);
+    }
+    host[info.name] = std::move(t);
+  }
+  for (const auto& [name, path] : input_files)
+    if (!rc && !known.count(name)) fail("--input names unknown input '" + name + "'", kExitUsage);
+  for (const auto& [name, s] : input_shapes)
+    if (!rc && !known.count(name)) fail("--shape names unknown input '" + name + "'", kExitUsage);
+  for (auto& [name, t] : host) {
+    if (rc) break;
+    if (cuvil_status st = cuvil_session_set_input(session, name.c_str(), t.dtype, static_cast<int32_t>(t.dims.size()),
+                                                  t.dims.data(), t.bytes.data(), t.bytes.size()))
+      rc = report(("input '" + name + "'").c_str(), st);
+  }
+  if (!rc) {
+    if (cuvil_status st = cuvil_session_run(session)) rc = report("run", st);
+  }
+  size_t n_out = cuvil_model_output_count(model);
+  if (!rc && !output_dir.empty()) {
+    struct stat sb;
+    if (stat(output_dir.c_str(), &sb) != 0 && mkdir(output_dir.c_str(), 0755) != 0)
+      fail("cannot create --output-dir '" + output_dir + "'", kExitIo);
+  }
+  for (size_t i = 0; i < n_out && !rc; ++i) {
+    cuvil_tensor_info info;
+    const void* data = nullptr;
+    size_t bytes = 0;
+    if (cuvil_status st = cuvil_session_get_output(session, i, &info, &data, &bytes)) { rc = report("output", st); break; }
+    summarize(info, data, bytes);
+    if (!output_dir.empty()) {
+      cuvil::tools::HostTensor t;
+      t.dtype = info.dtype;
+      t.dims.assign(info.dims, info.dims + info.rank);
+      t.bytes.assign(static_cast<const uint8_t*>(data), static_cast<const uint8_t*>(data) + bytes);
+      std::string name = info.name;
+      for (char& c : name)
+        if (!(std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '-' || c == '.')) c = '_';
+      std::string err = cuvil::tools::write_npy(output_dir + "/" + name + ".npy", t);
+      if (!err.empty()) fail(err, kExitIo);
+    }
+  }
+  if (!rc && bench > 0) {
+    for (int i = 0; i < warmup && !rc; ++i)
+      if (cuvil_status st = cuvil_session_run(session)) rc = report("run", st);
+    std::vector<double> ms;
+    auto t0 = std::chrono::steady_clock::now();
+    for (int i = 0; i < bench && !rc; ++i) {
+      auto a = std::chrono::steady_clock::now();
+      if (cuvil_status st = cuvil_session_run(session)) { rc = report("run", st); break; }
+      ms.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - a).count());
+    }
+    double total = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    if (!rc) {
+      std::sort(ms.begin(), ms.end());
+      auto pct = [&](double p) { return ms[std::min(ms.size() - 1, static_cast<size_t>(p * static_cast<double>(ms.size())))]; };
+      std::printf("bench: %d runs, p50 %.3f ms, p90 %.3f ms, p99 %.3f ms, %.1f runs/s\n", bench, pct(0.5), pct(0.9),
+                  pct(0.99), bench / total);
+    }
+  }
+  cuvil_session_release(session);
+  cuvil_model_release(model);
+  return rc;
+}

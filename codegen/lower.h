@@ -1,0 +1,38 @@
+// Lowering: the shape-inferred IR -> a bytecode Program plus its weights blob.
+//
+// Rewrites: every node becomes either part of a tile kernel (chains of float32 elementwise
+// ops whose intermediates have one consumer are fused into one kernel: loads through affine
+// maps with broadcasting, register-to-register math, one store) or a CallOp of its
+// whole-tensor CPU kernel. Initializers become 64-byte aligned weights. Intermediates get
+// arena offsets from a liveness-based memory plan with symbolic sizes (codegen/memory_plan).
+// Requires: infer_shapes has run; every value is a tensor of known rank. Unknown dims become
+// data-dependent symbols bound when the producing kernel runs.
+// After: a Program that runtime/verifier.cpp accepts.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "ir/graph.h"
+#include "runtime/program.h"
+
+namespace cuvil::codegen {
+
+struct LowerOptions {
+  bool fuse_elementwise = true;
+};
+
+struct LoweredModel {
+  rt::Program program;
+  std::vector<uint8_t> weights;
+  std::string arena_expr;          // symbolic arena size, for reports
+  std::string intermediates_expr;  // symbolic sum of all intermediate sizes
+  int fused_kernels = 0;
+  int fused_nodes = 0;
+  int call_ops = 0;
+};
+
+// Throws Diagnostic(kUnsupported) listing every op without a CPU kernel, or control flow.
+LoweredModel lower_model(const Model& model, const LowerOptions& options = {});
+
+}  // namespace cuvil::codegen

@@ -1,0 +1,46 @@
+#include "codegen/package_builder.h"
+
+#include <sstream>
+
+#include "ir/printer.h"
+#include "runtime/package.h"
+
+namespace cuvil::codegen {
+
+std::vector<uint8_t> build_package(const Model& model, const LoweredModel& lowered) {
+  const Graph& g = *model.graph;
+  std::vector<rt::ManifestEntry> m;
+  m.push_back({"cuvil", "0.1.0"});
+  std::string file = model.source_path;
+  if (auto slash = file.find_last_of('/'); slash != std::string::npos) file = file.substr(slash + 1);
+  m.push_back({"model", file});
+  if (!model.producer_name.empty()) m.push_back({"producer", model.producer_name + " " + model.producer_version});
+  for (const auto& [domain, version] : model.opset_imports)
+    m.push_back({"opset", (domain.empty() ? std::string("ai.onnx") : domain) + " " + std::to_string(version)});
+  for (ValueId id : g.inputs) m.push_back({"input", value_ref(g.value(id).name).substr(1) + " " + type_to_string(g.value(id))});
+  for (ValueId id : g.outputs) m.push_back({"output", value_ref(g.value(id).name).substr(1) + " " + type_to_string(g.value(id))});
+  for (const rt::Symbol& s : lowered.program.symbols)
+    m.push_back({"symbol", s.name + " " + std::to_string(s.lo) + ":" + (s.hi == INT64_MAX ? std::string() : std::to_string(s.hi)) +
+                               (s.data_dependent ? " data-dependent" : "")});
+  m.push_back({"target", "cpu"});
+  m.push_back({"buckets", "1"});
+  m.push_back({"arena_bytes", lowered.arena_expr});
+  m.push_back({"intermediate_bytes", lowered.intermediates_expr});
+  m.push_back({"weights_bytes", std::to_string(lowered.weights.size())});
+
+  std::ostringstream report;
+  report << "nodes: " << g.nodes.size() << "\n";
+  report << "tile kernels: " << lowered.fused_kernels << " (fusing " << lowered.fused_nodes << " nodes)\n";
+  report << "whole-tensor op calls: " << lowered.call_ops << "\n";
+  report << "arena bytes: " << lowered.arena_expr << "\n";
+  report << "sum of intermediate bytes: " << lowered.intermediates_expr << "\n";
+
+  rt::PackageContents contents;
+  contents.manifest = rt::render_manifest(m);
+  contents.weights = lowered.weights;
+  contents.program = lowered.program;
+  contents.report = report.str();
+  return rt::write_package(contents);
+}
+
+}  // namespace cuvil::codegen

@@ -1,0 +1,253 @@
+// The C API (runtime/include/cuvil.h) over the C++ runtime. No exception crosses it: every
+// entry point catches everything and returns a status.
+#include "cuvil.h"
+
+#include <cstring>
+#include <memory>
+#include <new>
+#include <string>
+#include <vector>
+
+#include "runtime/expr_eval.h"
+#include "runtime/package.h"
+#include "runtime/session.h"
+
+struct cuvil_status_s {
+  cuvil_status_code code;
+  std::string message;
+};
+
+struct cuvil_model_s {
+  std::shared_ptr<const cuvil::rt::LoadedPackage> package;
+  struct Info {
+    std::string name, shape;
+    cuvil_tensor_info info;
+  };
+  std::vector<Info> inputs, outputs;
+};
+
+struct cuvil_session_s {
+  std::unique_ptr<cuvil::rt::Session> session;
+  std::vector<std::string> output_shapes;
+};
+
+namespace {
+
+using cuvil::rt::Status;
+using cuvil::rt::StatusCode;
+
+cuvil_status make(cuvil_status_code code, std::string message) {
+  auto* s = new (std::nothrow) cuvil_status_s{code, std::move(message)};
+  return s;  // on allocation failure NULL would read as success; keep a static fallback
+}
+
+cuvil_status from(const Status& st) {
+  if (st.is_ok()) return nullptr;
+  return make(static_cast<cuvil_status_code>(st.code()), st.message());
+}
+
+template <typename Fn>
+cuvil_status guarded(Fn&& fn) {
+  try {
+    return fn();
+  } catch (const std::bad_alloc&) {
+    return make(CUVIL_OUT_OF_MEMORY, "out of memory");
+  } catch (const std::exception& e) {
+    return make(CUVIL_RUNTIME, std::string("internal error: ") + e.what());
+  } catch (...) {
+    return make(CUVIL_RUNTIME, "internal error");
+  }
+}
+
+void describe(const cuvil::rt::Program& p, uint32_t t, cuvil_model_s::Info& out) {
+  const cuvil::rt::TensorDesc& d = p.tensors[t];
+  out.name = d.name;
+  out.shape = "[";
+  std::memset(&out.info, 0, sizeof out.info);
+  out.info.dtype = static_cast<cuvil_dtype>(d.dtype);
+  out.info.rank = static_cast<int32_t>(d.dims.size());
+  for (size_t k = 0; k < d.dims.size(); ++k) {
+    std::string text = cuvil::rt::expr_to_string(p, d.dims[k]);
+    out.shape += (k ? ", " : "") + text;
+    if (k < CUVIL_MAX_RANK) {
+      const cuvil::rt::ExprRange& r = p.exprs[d.dims[k]];
+      bool constant = r.count == 1 && p.expr_code[r.begin].kind == cuvil::rt::ExprOpKind::kConst;
+      out.info.dims[k] = constant ? p.expr_code[r.begin].value : -1;
+    }
+  }
+  out.shape += "]";
+}
+
+cuvil_status finish_load(std::shared_ptr<cuvil::rt::LoadedPackage> pkg, cuvil_model** out_model) {
+  auto m = std::make_unique<cuvil_model_s>();
+  m->package = std::move(pkg);
+  const cuvil::rt::Program& p = m->package->program();
+  for (uint32_t t : p.inputs) {
+    if (p.tensors[t].dims.size() > CUVIL_MAX_RANK)
+      return make(CUVIL_UNSUPPORTED, "input '" + p.tensors[t].name + "' has rank above CUVIL_MAX_RANK");
+    m->inputs.emplace_back();
+    describe(p, t, m->inputs.back());
+  }
+  for (uint32_t t : p.outputs) {
+    if (p.tensors[t].dims.size() > CUVIL_MAX_RANK)
+      return make(CUVIL_UNSUPPORTED, "output '" + p.tensors[t].name + "' has rank above CUVIL_MAX_RANK");
+    m->outputs.emplace_back();
+    describe(p, t, m->outputs.back());
+  }
+  for (auto* list : {&m->inputs, &m->outputs})
+    for (auto& i : *list) {
+      i.info.name = i.name.c_str();
+      i.info.shape = i.shape.c_str();
+    }
+  *out_model = m.release();
+  return nullptr;
+}
+
+}  // namespace
+
+extern "C" {
+
+cuvil_status_code cuvil_status_code_of(cuvil_status status) { return status ? status->code : CUVIL_OK; }
+const char* cuvil_status_message(cuvil_status status) { return status ? status->message.c_str() : ""; }
+void cuvil_status_free(cuvil_status status) { delete status; }
+
+const char* cuvil_dtype_name(cuvil_dtype dtype) {
+  return cuvil::dtype_name(static_cast<cuvil::DType>(dtype));
+}
+size_t cuvil_dtype_size(cuvil_dtype dtype) {
+  int bits = cuvil::dtype_bits(static_cast<cuvil::DType>(dtype));
+  return bits % 8 == 0 ? static_cast<size_t>(bits / 8) : 0;
+}
+
+cuvil_status cuvil_model_load_file(const char* path, cuvil_model** out_model) {
+  if (!path || !out_model) return make(CUVIL_INVALID_ARGUMENT, "cuvil_model_load_file: null argument");
+  *out_model = nullptr;
+  return guarded([&]() -> cuvil_status {
+    std::shared_ptr<cuvil::rt::LoadedPackage> pkg;
+    Status st = cuvil::rt::LoadedPackage::open_file(path, &pkg);
+    if (!st.is_ok()) return from(st);
+    return finish_load(std::move(pkg), out_model);
+  });
+}
+
+cuvil_status cuvil_model_load_memory(const void* data, size_t size, cuvil_model** out_model) {
+  if (!out_model || (!data && size)) return make(CUVIL_INVALID_ARGUMENT, "cuvil_model_load_memory: null argument");
+  *out_model = nullptr;
+  return guarded([&]() -> cuvil_status {
+    std::shared_ptr<cuvil::rt::LoadedPackage> pkg;
+    Status st = cuvil::rt::LoadedPackage::open_memory(data, size, /*copy=*/true, &pkg);
+    if (!st.is_ok()) return from(st);
+    return finish_load(std::move(pkg), out_model);
+  });
+}
+
+void cuvil_model_release(cuvil_model* model) { delete model; }
+
+size_t cuvil_model_input_count(const cuvil_model* model) { return model ? model->inputs.size() : 0; }
+size_t cuvil_model_output_count(const cuvil_model* model) { return model ? model->outputs.size() : 0; }
+
+cuvil_status cuvil_model_input_info(const cuvil_model* model, size_t index, cuvil_tensor_info* out_info) {
+  if (!model || !out_info) return make(CUVIL_INVALID_ARGUMENT, "cuvil_model_input_info: null argument");
+  if (index >= model->inputs.size())
+    return make(CUVIL_INVALID_ARGUMENT, "input index " + std::to_string(index) + " out of range (model has " +
+                                            std::to_string(model->inputs.size()) + ")");
+  *out_info = model->inputs[index].info;
+  return nullptr;
+}
+
+cuvil_status cuvil_model_output_info(const cuvil_model* model, size_t index, cuvil_tensor_info* out_info) {
+  if (!model || !out_info) return make(CUVIL_INVALID_ARGUMENT, "cuvil_model_output_info: null argument");
+  if (index >= model->outputs.size())
+    return make(CUVIL_INVALID_ARGUMENT, "output index " + std::to_string(index) + " out of range (model has " +
+                                            std::to_string(model->outputs.size()) + ")");
+  *out_info = model->outputs[index].info;
+  return nullptr;
+}
+
+void cuvil_session_options_init(cuvil_session_options* options) {
+  if (!options) return;
+  options->threads = 0;
+  options->deadline_ms = 0;
+}
+
+cuvil_status cuvil_session_create(cuvil_model* model, const cuvil_session_options* options,
+                                  cuvil_session** out_session) {
+  if (!model || !out_session) return make(CUVIL_INVALID_ARGUMENT, "cuvil_session_create: null argument");
+  *out_session = nullptr;
+  return guarded([&]() -> cuvil_status {
+    cuvil::rt::SessionOptions o;
+    if (options) {
+      if (options->threads < 0 || options->deadline_ms < 0)
+        return make(CUVIL_INVALID_ARGUMENT, "session options: threads and deadline_ms must be >= 0");
+      o.threads = options->threads;
+      o.deadline_ms = options->deadline_ms;
+    }
+    auto s = std::make_unique<cuvil_session_s>();
+    s->session = std::make_unique<cuvil::rt::Session>(model->package, o);
+    *out_session = s.release();
+    return nullptr;
+  });
+}
+
+void cuvil_session_release(cuvil_session* session) { delete session; }
+
+cuvil_status cuvil_session_set_input(cuvil_session* session, const char* name, cuvil_dtype dtype,
+                                     int32_t rank, const int64_t* dims, const void* data, size_t bytes) {
+  if (!session || !name || rank < 0 || rank > CUVIL_MAX_RANK || (rank > 0 && !dims))
+    return make(CUVIL_INVALID_ARGUMENT, "cuvil_session_set_input: bad argument (null pointer or rank outside [0, 16])");
+  return guarded([&]() -> cuvil_status {
+    std::vector<int64_t> d(dims, dims + rank);
+    return from(session->session->set_input(name, static_cast<cuvil::DType>(dtype), d, data, bytes));
+  });
+}
+
+cuvil_status cuvil_session_run(cuvil_session* session) {
+  if (!session) return make(CUVIL_INVALID_ARGUMENT, "cuvil_session_run: null session");
+  return guarded([&]() -> cuvil_status { return from(session->session->run()); });
+}
+
+cuvil_status cuvil_session_get_output(cuvil_session* session, size_t index, cuvil_tensor_info* out_info,
+                                      const void** out_data, size_t* out_bytes) {
+  if (!session || !out_info || !out_data || !out_bytes)
+    return make(CUVIL_INVALID_ARGUMENT, "cuvil_session_get_output: null argument");
+  return guarded([&]() -> cuvil_status {
+    const cuvil::rt::Program& p = session->session->program();
+    if (index >= p.outputs.size())
+      return make(CUVIL_INVALID_ARGUMENT, "output index " + std::to_string(index) + " out of range");
+    const cuvil::rt::TensorView* v = session->session->output(index);
+    if (!v) return make(CUVIL_INVALID_ARGUMENT, "no output: the last run did not succeed");
+    if (v->dims.size() > CUVIL_MAX_RANK) return make(CUVIL_UNSUPPORTED, "output rank above CUVIL_MAX_RANK");
+    session->output_shapes.resize(p.outputs.size());
+    std::string& shape = session->output_shapes[index];
+    shape = "[";
+    std::memset(out_info, 0, sizeof *out_info);
+    out_info->name = p.tensors[p.outputs[index]].name.c_str();
+    out_info->dtype = static_cast<cuvil_dtype>(v->dtype);
+    out_info->rank = static_cast<int32_t>(v->dims.size());
+    for (size_t k = 0; k < v->dims.size(); ++k) {
+      out_info->dims[k] = v->dims[k];
+      shape += (k ? ", " : "") + std::to_string(v->dims[k]);
+    }
+    shape += "]";
+    out_info->shape = shape.c_str();
+    *out_data = v->data;
+    *out_bytes = v->bytes();
+    return nullptr;
+  });
+}
+
+cuvil_status cuvil_session_copy_output(cuvil_session* session, size_t index, void* buffer, size_t capacity) {
+  cuvil_tensor_info info;
+  const void* data = nullptr;
+  size_t bytes = 0;
+  cuvil_status st = cuvil_session_get_output(session, index, &info, &data, &bytes);
+  if (st) return st;
+  if (capacity < bytes)
+    return make(CUVIL_INVALID_ARGUMENT, "output '" + std::string(info.name) + "' needs " + std::to_string(bytes) +
+                                            " bytes, buffer has " + std::to_string(capacity));
+  if (bytes && !buffer) return make(CUVIL_INVALID_ARGUMENT, "cuvil_session_copy_output: null buffer");
+  if (bytes) std::memcpy(buffer, data, bytes);
+  return nullptr;
+}
+
+}  // extern "C"

@@ -1,0 +1,793 @@
+// Linear-algebra kernels (MatMul, Gemm, MatMulInteger, QLinearMatMul, Einsum, Det) and the
+// packed, cache-blocked float/double GEMM that Conv, ConvTranspose and the recurrent ops share.
+// The GEMM packs op(b) once into panels of kNr columns and each task packs alpha * op(a) in
+// blocks of kMc x kKc; a 4 x kNr register tile of vector accumulators walks the k block, so
+// the inner loop does two vector loads of b and eight multiply-adds per step. Work is split
+// over row blocks, and over column panels when there are few row blocks.
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "runtime/cpu/ops/kernel_util.h"
+
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__)) && \
+    !defined(__SANITIZE_THREAD__)
+#define CUVIL_GEMM_CLONES __attribute__((target_clones("arch=haswell", "default")))
+#else
+#define CUVIL_GEMM_CLONES
+#endif
+
+namespace cuvil::rt::ops {
+namespace {
+
+// ---- GEMM ------------------------------------------------------------------------------------
+
+typedef float VecF __attribute__((vector_size(32)));
+typedef double VecD __attribute__((vector_size(32)));
+template <typename C> struct VecOf;
+template <> struct VecOf<float> { using type = VecF; };
+template <> struct VecOf<double> { using type = VecD; };
+
+constexpr int64_t kMr = 4;     // rows of the register tile
+constexpr int64_t kMc = 64;    // rows of a packed a block
+constexpr int64_t kKc = 256;   // depth of a packed block
+template <typename C> constexpr int64_t kLanes = 32 / sizeof(C);
+template <typename C> constexpr int64_t kNr = 2 * kLanes<C>;  // columns of the register tile
+
+// Below this many multiply-adds the packing costs more than it saves.
+constexpr int64_t kSmallGemm = 32 * 32 * 32;
+
+template <typename C> inline C a_at(const C* a, int64_t lda, bool trans, int64_t i, int64_t p) {
+  return trans ? a[p * lda + i] : a[i * lda + p];
+}
+
+template <typename C>
+void gemm_small(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, C alpha, const C* a,
+                int64_t lda, const C* b, int64_t ldb, C beta, C* c, int64_t ldc) {
+  for (int64_t i = 0; i < m; ++i) {
+    C* row = c + i * ldc;
+    if (beta == C(0)) {
+      for (int64_t j = 0; j < n; ++j) row[j] = C(0);
+    } else if (beta != C(1)) {
+      for (int64_t j = 0; j < n; ++j) row[j] *= beta;
+    }
+    for (int64_t p = 0; p < k; ++p) {
+      const C av = alpha * a_at(a, lda, trans_a, i, p);
+      if (trans_b) {
+        for (int64_t j = 0; j < n; ++j) row[j] += av * b[j * ldb + p];
+      } else {
+        const C* brow = b + p * ldb;
+        for (int64_t j = 0; j < n; ++j) row[j] += av * brow[j];
+      }
+    }
+  }
+}
+
+// One packed a block (rows x kc, groups of kMr rows interleaved) against panels [p0, p1) of
+// packed b (each panel kc deep starting at the block's depth). first: this is the first depth
+// block, so c is initialised (from beta * c) rather than accumulated into.
+template <typename C>
+inline __attribute__((always_inline)) void gemm_block_body(int64_t rows, int64_t kc,
+                                                          int64_t n, int64_t p0, int64_t p1,
+                                                          const C* apack, const C* bpack,
+                                                          int64_t panel_stride, C* c,
+                                                          int64_t ldc, bool first, C beta) {
+  using V = typename VecOf<C>::type;
+  constexpr int64_t L = kLanes<C>;
+  constexpr int64_t NR = kNr<C>;
+  for (int64_t pj = p0; pj < p1; ++pj) {
+    const C* bp = bpack + pj * panel_stride;
+    const int64_t j0 = pj * NR;
+    const int64_t cols = std::min<int64_t>(NR, n - j0);
+    for (int64_t g = 0; g * kMr < rows; ++g) {
+      const C* ap = apack + g * kc * kMr;
+      V acc[kMr][2];
+      for (int r = 0; r < kMr; ++r) acc[r][0] = acc[r][1] = V{};
+      for (int64_t p = 0; p < kc; ++p) {
+        V b0, b1;
+        std::memcpy(&b0, bp + p * NR, sizeof(V));
+        std::memcpy(&b1, bp + p * NR + L, sizeof(V));
+        for (int r = 0; r < kMr; ++r) {
+          const V av = V{} + ap[p * kMr + r];
+          acc[r][0] += av * b0;
+          acc[r][1] += av * b1;
+        }
+      }
+      const int64_t valid_rows = std::min<int64_t>(kMr, rows - g * kMr);
+      for (int64_t r = 0; r < valid_rows; ++r) {
+        C* crow = c + (g * kMr + r) * ldc + j0;
+        C tile[NR];
+        std::memcpy(tile, &acc[r][0], sizeof(V));
+        std::memcpy(tile + L, &acc[r][1], sizeof(V));
+        if (!first) {
+          for (int64_t j = 0; j < cols; ++j) crow[j] += tile[j];
+        } else if (beta == C(0)) {
+          for (int64_t j = 0; j < cols; ++j) crow[j] = tile[j];
+        } else {
+          for (int64_t j = 0; j < cols; ++j) crow[j] = beta * crow[j] + tile[j];
+        }
+      }
+    }
+  }
+}
+
+CUVIL_GEMM_CLONES
+void gemm_block_f32(int64_t rows, int64_t kc, int64_t n, int64_t p0, int64_t p1,
+                    const float* apack, const float* bpack, int64_t panel_stride, float* c,
+                    int64_t ldc, bool first, float beta) {
+  gemm_block_body<float>(rows, kc, n, p0, p1, apack, bpack, panel_stride, c, ldc, first, beta);
+}
+
+CUVIL_GEMM_CLONES
+void gemm_block_f64(int64_t rows, int64_t kc, int64_t n, int64_t p0, int64_t p1,
+                    const double* apack, const double* bpack, int64_t panel_stride, double* c,
+                    int64_t ldc, bool first, double beta) {
+  gemm_block_body<double>(rows, kc, n, p0, p1, apack, bpack, panel_stride, c, ldc, first, beta);
+}
+
+inline void gemm_block(int64_t rows, int64_t kc, int64_t n, int64_t p0, int64_t p1,
+                       const float* apack, const float* bpack, int64_t panel_stride, float* c,
+                       int64_t ldc, bool first, float beta) {
+  gemm_block_f32(rows, kc, n, p0, p1, apack, bpack, panel_stride, c, ldc, first, beta);
+}
+inline void gemm_block(int64_t rows, int64_t kc, int64_t n, int64_t p0, int64_t p1,
+                       const double* apack, const double* bpack, int64_t panel_stride,
+                       double* c, int64_t ldc, bool first, double beta) {
+  gemm_block_f64(rows, kc, n, p0, p1, apack, bpack, panel_stride, c, ldc, first, beta);
+}
+
+template <typename C>
+void gemm_impl(OpContext* ctx, bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k,
+               C alpha, const C* a, int64_t lda, const C* b, int64_t ldb, C beta, C* c,
+               int64_t ldc) {
+  if (m <= 0 || n <= 0) return;
+  if (k <= 0) {
+    gemm_small<C>(false, false, m, n, 0, alpha, a, lda, b, ldb, beta, c, ldc);
+    return;
+  }
+  if (m * n * k <= kSmallGemm) {
+    gemm_small<C>(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+    return;
+  }
+  constexpr int64_t NR = kNr<C>;
+  const int64_t panels = (n + NR - 1) / NR;
+  const int64_t panel_stride = k * NR;
+  // b packed as panels[panels][k][NR], zero-padded past column n.
+  std::vector<C> bpack(static_cast<size_t>(panels * panel_stride));
+  auto pack_b = [&](int64_t begin, int64_t end) {
+    for (int64_t pj = begin; pj < end; ++pj) {
+      C* dst = bpack.data() + pj * panel_stride;
+      const int64_t j0 = pj * NR;
+      const int64_t cols = std::min<int64_t>(NR, n - j0);
+      for (int64_t p = 0; p < k; ++p) {
+        C* d = dst + p * NR;
+        if (trans_b) {
+          for (int64_t j = 0; j < cols; ++j) d[j] = b[(j0 + j) * ldb + p];
+        } else {
+          const C* s = b + p * ldb + j0;
+          for (int64_t j = 0; j < cols; ++j) d[j] = s[j];
+        }
+        for (int64_t j = cols; j < NR; ++j) d[j] = C(0);
+      }
+    }
+  };
+  const int threads = ctx ? ctx->threads() : 1;
+  if (ctx && threads > 1) parallel_range(*ctx, panels, 4, pack_b);
+  else pack_b(0, panels);
+
+  const int64_t mblocks = (m + kMc - 1) / kMc;
+  int64_t nchunks = 1;
+  if (threads > 1 && mblocks < 2 * threads)
+    nchunks = std::min<int64_t>(panels, (2 * threads + mblocks - 1) / mblocks);
+  const int64_t panels_per_chunk = (panels + nchunks - 1) / nchunks;
+  auto task = [&](int64_t begin, int64_t end) {
+    std::vector<C> apack(static_cast<size_t>(((kMc + kMr - 1) / kMr) * kMr * kKc));
+    for (int64_t t = begin; t < end; ++t) {
+      const int64_t mb = t / nchunks, nc = t % nchunks;
+      const int64_t i0 = mb * kMc, rows = std::min<int64_t>(kMc, m - i0);
+      const int64_t p0 = nc * panels_per_chunk;
+      const int64_t p1 = std::min<int64_t>(panels, p0 + panels_per_chunk);
+      if (p0 >= p1) continue;
+      for (int64_t k0 = 0; k0 < k; k0 += kKc) {
+        const int64_t kc = std::min<int64_t>(kKc, k - k0);
+        for (int64_t g = 0; g * kMr < rows; ++g) {
+          C* dst = apack.data() + g * kc * kMr;
+          for (int64_t p = 0; p < kc; ++p) {
+            for (int64_t r = 0; r < kMr; ++r) {
+              const int64_t i = g * kMr + r;
+              dst[p * kMr + r] = i < rows ? alpha * a_at(a, lda, trans_a, i0 + i, k0 + p) : C(0);
+            }
+          }
+        }
+        gemm_block(rows, kc, n, p0, p1, apack.data(), bpack.data() + k0 * NR, panel_stride,
+                   c + i0 * ldc, ldc, k0 == 0, beta);
+      }
+    }
+  };
+  const int64_t tasks = mblocks * nchunks;
+  if (ctx && threads > 1 && tasks > 1) parallel_range(*ctx, tasks, 1, task);
+  else task(0, tasks);
+}
+
+}  // namespace
+
+void gemm(OpContext* ctx, bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k,
+          float alpha, const float* a, int64_t lda, const float* b, int64_t ldb, float beta,
+          float* c, int64_t ldc) {
+  gemm_impl<float>(ctx, trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+}
+
+void gemm(OpContext* ctx, bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k,
+          double alpha, const double* a, int64_t lda, const double* b, int64_t ldb,
+          double beta, double* c, int64_t ldc) {
+  gemm_impl<double>(ctx, trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+}
+
+namespace {
+
+std::string dims_str(const std::vector<int64_t>& d) {
+  std::string s = "[";
+  for (size_t i = 0; i < d.size(); ++i) s += (i ? "," : "") + std::to_string(d[i]);
+  return s + "]";
+}
+
+// Integer products wrap like the ONNX reference (two's complement), without signed overflow.
+template <typename T> inline T wrap_mul_add(T acc, T x, T y) {
+  if constexpr (std::is_integral_v<T>) {
+    using U = std::make_unsigned_t<T>;
+    return static_cast<T>(static_cast<U>(static_cast<uint64_t>(acc) +
+                                         static_cast<uint64_t>(x) * static_cast<uint64_t>(y)));
+  } else {
+    return acc + x * y;
+  }
+}
+
+// ---- batched matrix-multiply shapes (numpy matmul semantics) ----------------------------------
+
+struct MatMulShape {
+  int64_t m = 0, n = 0, k = 0;
+  std::vector<int64_t> out_dims;
+  std::vector<int64_t> a_offsets, b_offsets;  // per output batch, in elements
+  bool b_shared = false;  // b has no batch: the batches of a fold into one m * batch GEMM
+};
+
+Status matmul_shape(OpContext& ctx, const TensorView& a, const TensorView& b, MatMulShape* s) {
+  if (a.dims.empty() || b.dims.empty())
+    return ctx.error(StatusCode::kInvalidArgument, "inputs must have rank >= 1, got A ",
+                     dims_str(a.dims), " and B ", dims_str(b.dims));
+  std::vector<int64_t> ad = a.dims, bd = b.dims;
+  const bool a_vec = ad.size() == 1, b_vec = bd.size() == 1;
+  if (a_vec) ad.insert(ad.begin(), 1);
+  if (b_vec) bd.push_back(1);
+  s->m = ad[ad.size() - 2];
+  s->k = ad.back();
+  s->n = bd.back();
+  if (bd[bd.size() - 2] != s->k)
+    return ctx.error(StatusCode::kInvalidArgument, "inner dimensions differ: A ",
+                     dims_str(a.dims), " and B ", dims_str(b.dims));
+  std::vector<int64_t> ab(ad.begin(), ad.end() - 2), bb(bd.begin(), bd.end() - 2), batch;
+  if (!broadcast_shape(ab, bb, &batch))
+    return ctx.error(StatusCode::kInvalidArgument, "batch dimensions do not broadcast: A ",
+                     dims_str(a.dims), " and B ", dims_str(b.dims));
+  s->out_dims = batch;
+  if (!a_vec) s->out_dims.push_back(s->m);
+  if (!b_vec) s->out_dims.push_back(s->n);
+  int64_t batches = 1, out_numel = 0;
+  if (!dims_numel(batch, &batches) || !dims_numel(s->out_dims, &out_numel))
+    return ctx.error(StatusCode::kInvalidArgument, "output shape overflows");
+  const std::vector<int64_t> sa = broadcast_strides(ab, batch), sb = broadcast_strides(bb, batch);
+  s->a_offsets.assign(static_cast<size_t>(batches), 0);
+  s->b_offsets.assign(static_cast<size_t>(batches), 0);
+  std::vector<int64_t> idx(batch.size(), 0);
+  for (int64_t t = 0; t < batches; ++t) {
+    int64_t oa = 0, ob = 0;
+    for (size_t d = 0; d < batch.size(); ++d) {
+      oa += idx[d] * sa[d];
+      ob += idx[d] * sb[d];
+    }
+    s->a_offsets[t] = oa * s->m * s->k;
+    s->b_offsets[t] = ob * s->k * s->n;
+    for (size_t d = batch.size(); d-- > 0;) {
+      if (++idx[d] < batch[d]) break;
+      idx[d] = 0;
+    }
+  }
+  int64_t b_batch = 1;
+  for (int64_t d : bb) b_batch *= d;
+  s->b_shared = b_batch == 1 && ab == batch;
+  return Status::ok();
+}
+
+template <typename C>
+void matmul_float(OpContext& ctx, const MatMulShape& s, const C* a, const C* b, C* y) {
+  const int64_t batches = static_cast<int64_t>(s.a_offsets.size());
+  if (s.b_shared) {
+    gemm(&ctx, false, false, s.m * batches, s.n, s.k, C(1), a, s.k, b, s.n, C(0), y, s.n);
+    return;
+  }
+  const int64_t mn = s.m * s.n;
+  if (batches >= 2 * ctx.threads() && ctx.threads() > 1) {
+    parallel_range(ctx, batches, 1, [&](int64_t begin, int64_t end) {
+      for (int64_t t = begin; t < end; ++t)
+        gemm(nullptr, false, false, s.m, s.n, s.k, C(1), a + s.a_offsets[t], s.k,
+             b + s.b_offsets[t], s.n, C(0), y + t * mn, s.n);
+    });
+    return;
+  }
+  for (int64_t t = 0; t < batches; ++t)
+    gemm(&ctx, false, false, s.m, s.n, s.k, C(1), a + s.a_offsets[t], s.k, b + s.b_offsets[t],
+         s.n, C(0), y + t * mn, s.n);
+}
+
+// Plain batched matmul for integer types: Acc accumulates, a(i,p) and b(p,j) come from the
+// loaders (zero points already subtracted for the quantised ops).
+template <typename Acc, typename LoadA, typename LoadB, typename Store>
+void matmul_generic(OpContext& ctx, const MatMulShape& s, LoadA load_a, LoadB load_b,
+                    Store store) {
+  const int64_t batches = static_cast<int64_t>(s.a_offsets.size());
+  parallel_range(ctx, batches * s.m, 1, [&](int64_t begin, int64_t end) {
+    std::vector<Acc> row(static_cast<size_t>(s.n));
+    for (int64_t r = begin; r < end; ++r) {
+      const int64_t t = r / s.m, i = r % s.m;
+      std::fill(row.begin(), row.end(), Acc(0));
+      for (int64_t p = 0; p < s.k; ++p) {
+        const Acc av = load_a(s.a_offsets[t] + i * s.k + p, i);
+        const int64_t boff = s.b_offsets[t] + p * s.n;
+        for (int64_t j = 0; j < s.n; ++j) row[j] = wrap_mul_add<Acc>(row[j], av, load_b(boff + j, j));
+      }
+      for (int64_t j = 0; j < s.n; ++j) store(r * s.n + j, i, j, row[j]);
+    }
+  });
+}
+
+}  // namespace
+
+// ---- MatMul ---------------------------------------------------------------------------------
+
+Status kernel_MatMul(OpContext& ctx) {
+  const TensorView* a = ctx.input(0);
+  const TensorView* b = ctx.input(1);
+  if (!a || !b) return ctx.error(StatusCode::kInvalidArgument, "expects inputs A and B");
+  if (a->dtype != b->dtype)
+    return ctx.error(StatusCode::kInvalidArgument, "A is ", dtype_name(a->dtype), " but B is ",
+                     dtype_name(b->dtype));
+  MatMulShape s;
+  CUVIL_RETURN_IF_ERROR(matmul_shape(ctx, *a, *b, &s));
+  TensorView* y = nullptr;
+  CUVIL_RETURN_IF_ERROR(ctx.allocate_output(0, a->dtype, s.out_dims, &y));
+  Status st;
+  const bool ok = visit_dtype<kNumericTypes>(a->dtype, [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    if constexpr (is_float_v<T>) {
+      using C = compute_t<T>;
+      std::vector<C> abuf, bbuf;
+      const C* ap = compute_data<C>(*a, &abuf);
+      const C* bp = compute_data<C>(*b, &bbuf);
+      ComputeOutput<C> out(y);
+      matmul_float<C>(ctx, s, ap, bp, out.data());
+      out.finish();
+    } else {
+      const T* ap = a->as<T>();
+      const T* bp = b->as<T>();
+      T* yp = y->as<T>();
+      matmul_generic<T>(
+          ctx, s, [&](int64_t o, int64_t) { return ap[o]; },
+          [&](int64_t o, int64_t) { return bp[o]; },
+          [&](int64_t o, int64_t, int64_t, T v) { yp[o] = v; });
+    }
+  });
+  if (!ok) return ctx.error(StatusCode::kUnsupported, "dtype ", dtype_name(a->dtype), " is not supported");
+  return st;
+}
+
+// ---- Gemm -----------------------------------------------------------------------------------
+
+Status kernel_Gemm(OpContext& ctx) {
+  const TensorView* a = ctx.input(0);
+  const TensorView* b = ctx.input(1);
+  const TensorView* c = ctx.input(2);
+  if (!a || !b) return ctx.error(StatusCode::kInvalidArgument, "expects inputs A and B");
+  if (a->dims.size() != 2 || b->dims.size() != 2)
+    return ctx.error(StatusCode::kInvalidArgument, "A and B must be 2-D, got ", dims_str(a->dims),
+                     " and ", dims_str(b->dims));
+  if (a->dtype != b->dtype || (c && c->dtype != a->dtype))
+    return ctx.error(StatusCode::kInvalidArgument, "A, B and C must share a dtype");
+  const bool ta = ctx.attrs().get_int("transA", 0) != 0;
+  const bool tb = ctx.attrs().get_int("transB", 0) != 0;
+  const float alpha = ctx.attrs().get_float("alpha", 1.0f);
+  const float beta = ctx.attrs().get_float("beta", 1.0f);
+  const int64_t m = ta ? a->dims[1] : a->dims[0], k = ta ? a->dims[0] : a->dims[1];
+  const int64_t kb = tb ? b->dims[1] : b->dims[0], n = tb ? b->dims[0] : b->dims[1];
+  if (k != kb)
+    return ctx.error(StatusCode::kInvalidArgument, "inner dimensions differ: op(A) is ", m, "x", k,
+                     ", op(B) is ", kb, "x", n);
+  std::vector<int64_t> out_dims = {m, n};
+  std::vector<int64_t> c_strides;
+  if (c) {
+    std::vector<int64_t> bc;
+    if (c->dims.size() > 2 || !broadcast_shape(c->dims, out_dims, &bc) || bc != out_dims)
+      return ctx.error(StatusCode::kInvalidArgument, "C ", dims_str(c->dims),
+                       " does not broadcast to ", dims_str(out_dims));
+    c_strides = broadcast_strides(c->dims, out_dims);
+  }
+  TensorView* y = nullptr;
+  CUVIL_RETURN_IF_ERROR(ctx.allocate_output(0, a->dtype, out_dims, &y));
+  const bool ok = visit_dtype<kNumericTypes>(a->dtype, [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    using C = compute_t<T>;
+    std::vector<C> abuf, bbuf, cbuf;
+    const C* ap = compute_data<C>(*a, &abuf);
+    const C* bp = compute_data<C>(*b, &bbuf);
+    const C* cp = c ? compute_data<C>(*c, &cbuf) : nullptr;
+    ComputeOutput<C> out(y);
+    C* yp = out.data();
+    const C cbeta = static_cast<C>(beta), calpha = static_cast<C>(alpha);
+    if (cp) {
+      for (int64_t i = 0; i < m; ++i)
+        for (int64_t j = 0; j < n; ++j)
+          yp[i * n + j] = cbeta * cp[i * c_strides[0] + j * c_strides[1]];
+    }
+    if constexpr (is_float_v<T>) {
+      gemm(&ctx, ta, tb, m, n, k, calpha, ap, a->dims[1], bp, b->dims[1], cp ? C(1) : C(0), yp, n);
+    } else {
+      const int64_t lda = a->dims[1], ldb = b->dims[1];
+      for (int64_t i = 0; i < m; ++i) {
+        for (int64_t j = 0; j < n; ++j) {
+          C acc = C(0);
+          for (int64_t p = 0; p < k; ++p)
+            acc = wrap_mul_add<C>(acc, ta ? ap[p * lda + i] : ap[i * lda + p],
+                                  tb ? bp[j * ldb + p] : bp[p * ldb + j]);
+          C base = cp ? yp[i * n + j] : C(0);
+          yp[i * n + j] = wrap_mul_add<C>(base, calpha, acc);
+        }
+      }
+    }
+    out.finish();
+  });
+  if (!ok) return ctx.error(StatusCode::kUnsupported, "dtype ", dtype_name(a->dtype), " is not supported");
+  return Status::ok();
+}
+
+// ---- MatMulInteger / QLinearMatMul ---------------------------------------------------------
+
+namespace {
+
+bool is_8bit_int(DType t) { return t == DType::Int8 || t == DType::UInt8; }
+
+// A quantisation parameter that is a scalar or one value per row/column (count values).
+Status read_quant_param(OpContext& ctx, const TensorView* t, const char* what, int64_t count,
+                        std::vector<double>* out, double fallback) {
+  out->clear();
+  if (!t) {
+    out->push_back(fallback);
+    return Status::ok();
+  }
+  const int64_t n = t->numel();
+  if (n != 1 && n != count)
+    return ctx.error(StatusCode::kInvalidArgument, what, " must be a scalar or have ", count,
+                     " elements, got ", dims_str(t->dims));
+  if (!visit_dtype<kNumericTypes>(t->dtype, [](auto) {}))
+    return ctx.error(StatusCode::kInvalidArgument, what, " has unsupported dtype ", dtype_name(t->dtype));
+  for (int64_t i = 0; i < n; ++i) out->push_back(load_as_double(*t, i));
+  return Status::ok();
+}
+
+inline double per(const std::vector<double>& v, int64_t i) { return v.size() == 1 ? v[0] : v[i]; }
+
+int32_t load_int8ish(const TensorView& t, int64_t i) {
+  return t.dtype == DType::Int8 ? static_cast<int32_t>(t.as<int8_t>()[i])
+                                : static_cast<int32_t>(t.as<uint8_t>()[i]);
+}
+
+}  // namespace
+
+Status kernel_MatMulInteger(OpContext& ctx) {
+  const TensorView* a = ctx.input(0);
+  const TensorView* b = ctx.input(1);
+  if (!a || !b) return ctx.error(StatusCode::kInvalidArgument, "expects inputs A and B");
+  if (!is_8bit_int(a->dtype) || !is_8bit_int(b->dtype))
+    return ctx.error(StatusCode::kInvalidArgument, "A and B must be int8 or uint8, got ",
+                     dtype_name(a->dtype), " and ", dtype_name(b->dtype));
+  MatMulShape s;
+  CUVIL_RETURN_IF_ERROR(matmul_shape(ctx, *a, *b, &s));
+  std::vector<double> azp, bzp;
+  const TensorView* azt = ctx.input(2);
+  const TensorView* bzt = ctx.input(3);
+  if ((azt && azt->dtype != a->dtype) || (bzt && bzt->dtype != b->dtype))
+    return ctx.error(StatusCode::kInvalidArgument, "zero points must have the dtype of their input");
+  CUVIL_RETURN_IF_ERROR(read_quant_param(ctx, azt, "a_zero_point", s.m, &azp, 0));
+  CUVIL_RETURN_IF_ERROR(read_quant_param(ctx, bzt, "b_zero_point", s.n, &bzp, 0));
+  TensorView* y = nullptr;
+  CUVIL_RETURN_IF_ERROR(ctx.allocate_output(0, DType::Int32, s.out_dims, &y));
+  int32_t* yp = y->as<int32_t>();
+  matmul_generic<int32_t>(
+      ctx, s,
+      [&](int64_t o, int64_t i) { return load_int8ish(*a, o) - static_cast<int32_t>(per(azp, i)); },
+      [&](int64_t o, int64_t j) { return load_int8ish(*b, o) - static_cast<int32_t>(per(bzp, j)); },
+      [&](int64_t o, int64_t, int64_t, int32_t v) { yp[o] = v; });
+  return Status::ok();
+}
+
+Status kernel_QLinearMatMul(OpContext& ctx) {
+  const TensorView* a = ctx.input(0);
+  const TensorView* b = ctx.input(3);
+  const TensorView* yzt = ctx.input(7);
+  for (size_t i = 0; i < 8; ++i)
+    if (!ctx.input(i))
+      return ctx.error(StatusCode::kInvalidArgument, "input ", i, " is required");
+  if (!is_8bit_int(a->dtype) || !is_8bit_int(b->dtype) || !is_8bit_int(yzt->dtype))
+    return ctx.error(StatusCode::kUnsupported, "a, b and y_zero_point must be int8 or uint8, got ",
+                     dtype_name(a->dtype), ", ", dtype_name(b->dtype), ", ", dtype_name(yzt->dtype));
+  MatMulShape s;
+  CUVIL_RETURN_IF_ERROR(matmul_shape(ctx, *a, *b, &s));
+  std::vector<double> as, azp, bs, bzp, ys, yzp;
+  CUVIL_RETURN_IF_ERROR(read_quant_param(ctx, ctx.input(1), "a_scale", s.m, &as, 1));
+  CUVIL_RETURN_IF_ERROR(read_quant_param(ctx, ctx.input(2), "a_zero_point", s.m, &azp, 0));
+  CUVIL_RETURN_IF_ERROR(read_quant_param(ctx, ctx.input(4), "b_scale", s.n, &bs, 1));
+  CUVIL_RETURN_IF_ERROR(read_quant_param(ctx, ctx.input(5), "b_zero_point", s.n, &bzp, 0));
+  CUVIL_RETURN_IF_ERROR(read_quant_param(ctx, ctx.input(6), "y_scale", 1, &ys, 1));
+  CUVIL_RETURN_IF_ERROR(read_quant_param(ctx, yzt, "y_zero_point", 1, &yzp, 0));
+  if (!(ys[0] > 0) || !std::isfinite(ys[0]))
+    return ctx.error(StatusCode::kInvalidArgument, "y_scale must be positive and finite, got ", ys[0]);
+  TensorView* y = nullptr;
+  CUVIL_RETURN_IF_ERROR(ctx.allocate_output(0, yzt->dtype, s.out_dims, &y));
+  const float qmin = yzt->dtype == DType::Int8 ? -128.f : 0.f;
+  const float qmax = yzt->dtype == DType::Int8 ? 127.f : 255.f;
+  const float zp = static_cast<float>(yzp[0]);
+  matmul_generic<int32_t>(
+      ctx, s,
+      [&](int64_t o, int64_t i) { return load_int8ish(*a, o) - static_cast<int32_t>(per(azp, i)); },
+      [&](int64_t o, int64_t j) { return load_int8ish(*b, o) - static_cast<int32_t>(per(bzp, j)); },
+      [&](int64_t o, int64_t i, int64_t j, int32_t acc) {
+        const float scale = static_cast<float>(per(as, i)) * static_cast<float>(per(bs, j)) /
+                            static_cast<float>(ys[0]);
+        float v = std::nearbyint(static_cast<float>(acc) * scale) + zp;
+        v = std::min(std::max(v, qmin), qmax);
+        if (y->dtype == DType::Int8) y->as<int8_t>()[o] = static_cast<int8_t>(v);
+        else y->as<uint8_t>()[o] = static_cast<uint8_t>(v);
+      });
+  return Status::ok();
+}
+
+// ---- Einsum ---------------------------------------------------------------------------------
+
+namespace {
+
+// One operand term: label ids in order; -1 marks the position of "..." (expanded later).
+struct EinsumTerm {
+  std::vector<int> labels;
+  bool ellipsis = false;
+};
+
+bool parse_einsum_term(const std::string& s, EinsumTerm* t) {
+  for (size_t i = 0; i < s.size();) {
+    const char ch = s[i];
+    if (ch == '.') {
+      if (t->ellipsis || s.compare(i, 3, "...") != 0) return false;
+      t->ellipsis = true;
+      t->labels.push_back(-1);
+      i += 3;
+    } else if ((ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z')) {
+      t->labels.push_back(static_cast<unsigned char>(ch));
+      ++i;
+    } else {
+      return false;
+    }
+  }
+  return true;
+}
+
+}  // namespace
+
+Status kernel_Einsum(OpContext& ctx) {
+  std::string eq;
+  for (char ch : ctx.attrs().get_string("equation", "")) if (ch != ' ') eq += ch;
+  if (eq.empty()) return ctx.error(StatusCode::kInvalidArgument, "attribute 'equation' is missing");
+  const size_t arrow = eq.find("->");
+  const std::string lhs = eq.substr(0, arrow);
+  std::vector<EinsumTerm> terms;
+  for (size_t start = 0;;) {
+    const size_t comma = lhs.find(',', start);
+    EinsumTerm t;
+    if (!parse_einsum_term(lhs.substr(start, comma == std::string::npos ? std::string::npos : comma - start), &t))
+      return ctx.error(StatusCode::kInvalidArgument, "cannot parse equation '", eq, "'");
+    terms.push_back(t);
+    if (comma == std::string::npos) break;
+    start = comma + 1;
+  }
+  const size_t n_in = ctx.num_inputs();
+  if (terms.size() != n_in)
+    return ctx.error(StatusCode::kInvalidArgument, "equation '", eq, "' has ", terms.size(),
+                     " operands but the node has ", n_in, " inputs");
+  std::vector<const TensorView*> ins(n_in);
+  for (size_t i = 0; i < n_in; ++i) {
+    ins[i] = ctx.input(i);
+    if (!ins[i]) return ctx.error(StatusCode::kInvalidArgument, "input ", i, " is missing");
+    if (ins[i]->dtype != ins[0]->dtype)
+      return ctx.error(StatusCode::kInvalidArgument, "inputs must share a dtype");
+  }
+  // Label ids: letters keep their character code (< 128); ellipsis dims get 128 + position
+  // counted from the right, so broadcasting aligns them.
+  int ell_rank = 0;
+  for (size_t i = 0; i < n_in; ++i) {
+    const int letters = static_cast<int>(terms[i].labels.size()) - (terms[i].ellipsis ? 1 : 0);
+    const int rank = static_cast<int>(ins[i]->dims.size());
+    if (terms[i].ellipsis ? rank < letters : rank != letters)
+      return ctx.error(StatusCode::kInvalidArgument, "operand ", i, " has rank ", rank,
+                       " but its term in '", eq, "' has ", letters, " labels");
+    if (terms[i].ellipsis) ell_rank = std::max(ell_rank, rank - letters);
+  }
+  auto expand = [](const EinsumTerm& t, int ell) {
+    std::vector<int> out;
+    for (int l : t.labels) {
+      if (l >= 0) out.push_back(l);
+      else for (int e = ell - 1; e >= 0; --e) out.push_back(128 + e);
+    }
+    return out;
+  };
+  constexpr int kMaxLabel = 128 + 64;
+  std::vector<int64_t> label_dim(kMaxLabel, -1);
+  std::vector<int> label_count(kMaxLabel, 0);
+  std::vector<std::vector<int>> in_labels(n_in);
+  for (size_t i = 0; i < n_in; ++i) {
+    const int letters = static_cast<int>(terms[i].labels.size()) - (terms[i].ellipsis ? 1 : 0);
+    const int ell = terms[i].ellipsis ? static_cast<int>(ins[i]->dims.size()) - letters : 0;
+    if (ell > 64) return ctx.error(StatusCode::kInvalidArgument, "ellipsis covers too many dimensions");
+    in_labels[i] = expand(terms[i], ell);
+    for (size_t d = 0; d < in_labels[i].size(); ++d) {
+      const int l = in_labels[i][d];
+      const int64_t dim = ins[i]->dims[d];
+      ++label_count[l];
+      if (label_dim[l] < 0 || label_dim[l] == 1) {
+        label_dim[l] = dim;
+      } else if (dim != label_dim[l] && dim != 1) {
+        if (l < 128)
+          return ctx.error(StatusCode::kInvalidArgument, "label '", static_cast<char>(l),
+                           "' has sizes ", label_dim[l], " and ", dim);
+        return ctx.error(StatusCode::kInvalidArgument, "ellipsis dimensions do not broadcast");
+      }
+    }
+  }
+  std::vector<int> out_labels;
+  if (arrow != std::string::npos) {
+    EinsumTerm t;
+    if (!parse_einsum_term(eq.substr(arrow + 2), &t))
+      return ctx.error(StatusCode::kInvalidArgument, "cannot parse output of '", eq, "'");
+    out_labels = expand(t, ell_rank);
+    for (size_t i = 0; i < out_labels.size(); ++i) {
+      const int l = out_labels[i];
+      if (label_count[l] == 0 && l < 128)
+        return ctx.error(StatusCode::kInvalidArgument, "output label '", static_cast<char>(l),
+                         "' does not appear in any input");
+      for (size_t j = 0; j < i; ++j)
+        if (out_labels[j] == l)
+          return ctx.error(StatusCode::kInvalidArgument, "output label repeats in '", eq, "'");
+    }
+  } else {
+    for (int e = ell_rank - 1; e >= 0; --e) out_labels.push_back(128 + e);
+    for (int l = 0; l < 128; ++l)
+      if (label_count[l] == 1) out_labels.push_back(l);
+  }
+  std::vector<int> sum_labels;
+  for (int l = 0; l < kMaxLabel; ++l) {
+    if (label_count[l] == 0) continue;
+    if (std::find(out_labels.begin(), out_labels.end(), l) == out_labels.end()) sum_labels.push_back(l);
+  }
+  std::vector<int64_t> out_dims;
+  for (int l : out_labels) out_dims.push_back(label_dim[l] < 0 ? 1 : label_dim[l]);
+  int64_t out_numel = 0, sum_numel = 1;
+  if (!dims_numel(out_dims, &out_numel))
+    return ctx.error(StatusCode::kInvalidArgument, "output shape overflows");
+  for (int l : sum_labels) {
+    auto p = checked_mul(sum_numel, label_dim[l]);
+    if (!p) return ctx.error(StatusCode::kInvalidArgument, "summation space overflows");
+    sum_numel = *p;
+  }
+  // Per input, the element stride contributed by each output / summed label (repeated labels
+  // add up, which walks the diagonal; size-1 broadcast dims contribute 0).
+  std::vector<std::vector<int64_t>> out_stride(n_in), sum_stride(n_in);
+  for (size_t i = 0; i < n_in; ++i) {
+    const std::vector<int64_t> st = row_major_strides(ins[i]->dims);
+    std::vector<int64_t> per_label(kMaxLabel, 0);
+    for (size_t d = 0; d < in_labels[i].size(); ++d)
+      if (ins[i]->dims[d] != 1 || label_dim[in_labels[i][d]] == 1) per_label[in_labels[i][d]] += st[d];
+    for (int l : out_labels) out_stride[i].push_back(per_label[l]);
+    for (int l : sum_labels) sum_stride[i].push_back(per_label[l]);
+  }
+  std::vector<int64_t> sum_dims;
+  for (int l : sum_labels) sum_dims.push_back(label_dim[l]);
+  TensorView* y = nullptr;
+  CUVIL_RETURN_IF_ERROR(ctx.allocate_output(0, ins[0]->dtype, out_dims, &y));
+  const bool ok = visit_dtype<kNumericTypes>(ins[0]->dtype, [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    using C = compute_t<T>;
+    std::vector<std::vector<C>> bufs(n_in);
+    std::vector<const C*> data(n_in);
+    for (size_t i = 0; i < n_in; ++i) data[i] = compute_data<C>(*ins[i], &bufs[i]);
+    ComputeOutput<C> out(y);
+    C* yp = out.data();
+    parallel_range(ctx, out_numel, 64, [&](int64_t begin, int64_t end) {
+      std::vector<int64_t> oidx(out_dims.size()), sidx(sum_dims.size());
+      std::vector<int64_t> base(n_in), off(n_in);
+      for (int64_t o = begin; o < end; ++o) {
+        int64_t rem = o;
+        for (size_t d = out_dims.size(); d-- > 0;) {
+          oidx[d] = rem % out_dims[d];
+          rem /= out_dims[d];
+        }
+        for (size_t i = 0; i < n_in; ++i) {
+          base[i] = 0;
+          for (size_t d = 0; d < out_dims.size(); ++d) base[i] += oidx[d] * out_stride[i][d];
+          off[i] = base[i];
+        }
+        std::fill(sidx.begin(), sidx.end(), 0);
+        C acc = C(0);
+        for (int64_t s = 0; s < sum_numel; ++s) {
+          C prod = C(1);
+          for (size_t i = 0; i < n_in; ++i) prod = static_cast<C>(prod * data[i][off[i]]);
+          acc = static_cast<C>(acc + prod);
+          for (size_t d = sum_dims.size(); d-- > 0;) {
+            for (size_t i = 0; i < n_in; ++i) off[i] += sum_stride[i][d];
+            if (++sidx[d] < sum_dims[d]) break;
+            for (size_t i = 0; i < n_in; ++i) off[i] -= sum_stride[i][d] * sum_dims[d];
+            sidx[d] = 0;
+          }
+        }
+        yp[o] = acc;
+      }
+    });
+    out.finish();
+  });
+  if (!ok) return ctx.error(StatusCode::kUnsupported, "dtype ", dtype_name(ins[0]->dtype), " is not supported");
+  return Status::ok();
+}
+
+// ---- Det ------------------------------------------------------------------------------------
+
+Status kernel_Det(OpContext& ctx) {
+  const TensorView* x = ctx.input(0);
+  if (!x) return ctx.error(StatusCode::kInvalidArgument, "expects input X");
+  const size_t r = x->dims.size();
+  if (r < 2 || x->dims[r - 1] != x->dims[r - 2])
+    return ctx.error(StatusCode::kInvalidArgument, "X must be [*, M, M], got ", dims_str(x->dims));
+  if (!dtype_is_float(x->dtype) || !visit_dtype<kFloatTypes>(x->dtype, [](auto) {}))
+    return ctx.error(StatusCode::kUnsupported, "dtype ", dtype_name(x->dtype), " is not supported");
+  const int64_t n = x->dims[r - 1];
+  std::vector<int64_t> out_dims(x->dims.begin(), x->dims.end() - 2);
+  TensorView* y = nullptr;
+  CUVIL_RETURN_IF_ERROR(ctx.allocate_output(0, x->dtype, out_dims, &y));
+  std::vector<double> xbuf;
+  const double* xp = compute_data<double>(*x, &xbuf);
+  ComputeOutput<double> out(y);
+  const int64_t batches = y->numel();
+  std::vector<double> m(static_cast<size_t>(n * n));
+  for (int64_t b = 0; b < batches; ++b) {
+    std::copy(xp + b * n * n, xp + (b + 1) * n * n, m.begin());
+    double det = 1.0;
+    for (int64_t c = 0; c < n; ++c) {
+      int64_t piv = c;
+      for (int64_t i = c + 1; i < n; ++i)
+        if (std::fabs(m[i * n + c]) > std::fabs(m[piv * n + c])) piv = i;
+      if (m[piv * n + c] == 0.0) {
+        det = 0.0;
+        break;
+      }
+      if (piv != c) {
+        for (int64_t j = 0; j < n; ++j) std::swap(m[c * n + j], m[piv * n + j]);
+        det = -det;
+      }
+      det *= m[c * n + c];
+      for (int64_t i = c + 1; i < n; ++i) {
+        const double f = m[i * n + c] / m[c * n + c];
+        for (int64_t j = c; j < n; ++j) m[i * n + j] -= f * m[c * n + j];
+      }
+    }
+    out.data()[b] = det;
+  }
+  out.finish();
+  return Status::ok();
+}
+
+}  // namespace cuvil::rt::ops

@@ -1,0 +1,1637 @@
+// Convolution, pooling and normalisation kernels: Conv (im2col + the shared GEMM),
+// ConvInteger, QLinearConv, ConvTranspose (GEMM + col2im), the windowed and global pools,
+// MaxRoiPool, RoiAlign, MaxUnpool, the normalisations (Batch, Instance, Layer, Group, LRN,
+// MeanVariance), GridSample and Col2Im. Float kernels compute in float (double for Double
+// tensors); float16/bfloat16 tensors are converted on the way in and out. Every spatial op
+// shares one window-geometry routine (kernel, strides, dilations, pads, auto_pad, ceil_mode)
+// so that their validation and output-size rules agree.
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <string>
+#include <vector>
+
+#include "runtime/cpu/ops/kernel_util.h"
+
+namespace cuvil::rt::ops {
+namespace {
+
+std::string dims_str(const std::vector<int64_t>& d) {
+  std::string s = "[";
+  for (size_t i = 0; i < d.size(); ++i) s += (i ? "," : "") + std::to_string(d[i]);
+  return s + "]";
+}
+
+int64_t product(const std::vector<int64_t>& d, size_t from = 0, size_t to = SIZE_MAX) {
+  int64_t n = 1;
+  for (size_t i = from; i < d.size() && i < to; ++i) n *= d[i];
+  return n;
+}
+
+int64_t floor_div(int64_t a, int64_t b) { return a >= 0 ? a / b : -((-a + b - 1) / b); }
+int64_t ceil_div(int64_t a, int64_t b) { return -floor_div(-a, b); }
+
+bool is_float_dtype(DType t) { return visit_dtype<kFloatTypes>(t, [](auto) {}); }
+
+// Runs fn(TypeTag<C>) with C = float, or double for Double tensors; false for non-floats.
+template <typename Fn> bool visit_compute_float(DType t, Fn&& fn) {
+  if (t == DType::Double) {
+    fn(TypeTag<double>{});
+    return true;
+  }
+  if (!is_float_dtype(t)) return false;
+  fn(TypeTag<float>{});
+  return true;
+}
+
+// ---- window geometry ---------------------------------------------------------------------------
+
+// Spatial geometry of a sliding-window op over `in` (spatial dims only).
+struct Window {
+  std::vector<int64_t> in, kernel, strides, dilations, pad_begin, pad_end, out;
+  size_t rank() const { return in.size(); }
+};
+
+// Reads strides, dilations, pads and auto_pad for a window of `kernel` over `in`, and computes
+// the output size (floor, or ceil with ceil_mode, which never starts a window in the end pad).
+Status window_geometry(OpContext& ctx, const std::vector<int64_t>& in,
+                       const std::vector<int64_t>& kernel, bool ceil_mode, Window* w) {
+  const size_t r = in.size();
+  const AttrReader& at = ctx.attrs();
+  w->in = in;
+  w->kernel = kernel;
+  w->strides = at.get_ints("strides");
+  w->dilations = at.get_ints("dilations");
+  std::vector<int64_t> pads = at.get_ints("pads");
+  if (w->strides.empty()) w->strides.assign(r, 1);
+  if (w->dilations.empty()) w->dilations.assign(r, 1);
+  if (pads.empty()) pads.assign(2 * r, 0);
+  if (kernel.size() != r || w->strides.size() != r || w->dilations.size() != r || pads.size() != 2 * r)
+    return ctx.error(StatusCode::kInvalidArgument, "kernel_shape ", dims_str(kernel), ", strides ",
+                     dims_str(w->strides), ", dilations ", dims_str(w->dilations), " and pads ",
+                     dims_str(pads), " do not match ", r, " spatial dimensions");
+  for (size_t i = 0; i < r; ++i) {
+    if (kernel[i] < 1 || kernel[i] > (int64_t{1} << 31))
+      return ctx.error(StatusCode::kInvalidArgument, "kernel_shape[", i, "] = ", kernel[i], " is invalid");
+    if (w->strides[i] < 1 || w->strides[i] > (int64_t{1} << 31))
+      return ctx.error(StatusCode::kInvalidArgument, "strides[", i, "] = ", w->strides[i], " must be >= 1");
+    if (w->dilations[i] < 1 || w->dilations[i] > (int64_t{1} << 31))
+      return ctx.error(StatusCode::kInvalidArgument, "dilations[", i, "] = ", w->dilations[i], " must be >= 1");
+    if (pads[i] < 0 || pads[i + r] < 0 || pads[i] > (int64_t{1} << 31) || pads[i + r] > (int64_t{1} << 31))
+      return ctx.error(StatusCode::kInvalidArgument, "pads ", dims_str(pads), " must be non-negative");
+  }
+  const std::string auto_pad = at.get_string("auto_pad", "NOTSET");
+  w->pad_begin.assign(pads.begin(), pads.begin() + r);
+  w->pad_end.assign(pads.begin() + r, pads.end());
+  w->out.assign(r, 0);
+  for (size_t i = 0; i < r; ++i) {
+    const int64_t span = (kernel[i] - 1) * w->dilations[i] + 1;
+    const int64_t s = w->strides[i];
+    if (auto_pad == "SAME_UPPER" || auto_pad == "SAME_LOWER") {
+      w->out[i] = ceil_div(in[i], s);
+      const int64_t total = std::max<int64_t>(0, (w->out[i] - 1) * s + span - in[i]);
+      w->pad_begin[i] = auto_pad == "SAME_UPPER" ? total / 2 : total - total / 2;
+      w->pad_end[i] = total - w->pad_begin[i];
+    } else if (auto_pad == "VALID") {
+      w->pad_begin[i] = w->pad_end[i] = 0;
+      w->out[i] = in[i] >= span ? (in[i] - span) / s + 1 : 0;
+    } else if (auto_pad == "NOTSET" || auto_pad.empty()) {
+      const int64_t avail = in[i] + w->pad_begin[i] + w->pad_end[i] - span;
+      if (avail < 0) {
+        w->out[i] = 0;
+      } else if (ceil_mode) {
+        w->out[i] = ceil_div(avail, s) + 1;
+        if ((w->out[i] - 1) * s >= in[i] + w->pad_begin[i]) --w->out[i];
+      } else {
+        w->out[i] = avail / s + 1;
+      }
+    } else {
+      return ctx.error(StatusCode::kInvalidArgument, "auto_pad '", auto_pad, "' is not one of NOTSET, SAME_UPPER, SAME_LOWER, VALID");
+    }
+    if (w->out[i] <= 0)
+      return ctx.error(StatusCode::kInvalidArgument, "spatial dimension ", i, " of size ", in[i],
+                       " is too small for a window of ", span, " with pads ", w->pad_begin[i], "+", w->pad_end[i]);
+  }
+  return Status::ok();
+}
+
+// kernel_shape attribute, checked against the weight's spatial dims when both are known.
+Status kernel_shape_from(OpContext& ctx, const std::vector<int64_t>& weight_spatial,
+                         std::vector<int64_t>* kernel) {
+  *kernel = ctx.attrs().get_ints("kernel_shape");
+  if (kernel->empty()) {
+    *kernel = weight_spatial;
+  } else if (*kernel != weight_spatial) {
+    return ctx.error(StatusCode::kInvalidArgument, "kernel_shape ", dims_str(*kernel),
+                     " does not match the weight's spatial dims ", dims_str(weight_spatial));
+  }
+  return Status::ok();
+}
+
+Status check_numel(OpContext& ctx, const std::vector<int64_t>& dims, const char* what) {
+  int64_t n = 0;
+  if (!dims_numel(dims, &n))
+    return ctx.error(StatusCode::kInvalidArgument, what, " shape ", dims_str(dims), " overflows");
+  return Status::ok();
+}
+
+// ---- im2col / col2im -----------------------------------------------------------------------
+
+// Output positions [lo, hi) along one dim whose input coordinate o * s + off lies in [0, n).
+inline void valid_range(int64_t count, int64_t s, int64_t off, int64_t n, int64_t* lo, int64_t* hi) {
+  int64_t l = off >= 0 ? 0 : ceil_div(-off, s);
+  int64_t h = n - 1 - off < 0 ? 0 : floor_div(n - 1 - off, s) + 1;
+  *lo = std::min(std::max<int64_t>(l, 0), count);
+  *hi = std::max(std::min(h, count), *lo);
+}
+
+// col[(c, k...), (o...)] = x[c, o*s - pad + k*d] (or pad_value outside), for channels x[0..cg).
+template <typename A>
+void im2col(OpContext* ctx, const A* x, const Window& w, int64_t cg, A pad_value, A* col) {
+  const size_t r = w.rank();
+  const int64_t kprod = product(w.kernel), pout = product(w.out), pin = product(w.in);
+  const int64_t last_out = w.out[r - 1], last_in = w.in[r - 1];
+  const int64_t outer = pout / last_out;
+  auto rows = [&](int64_t begin, int64_t end) {
+    std::vector<int64_t> kidx(r), oidx(r);
+    for (int64_t row = begin; row < end; ++row) {
+      const int64_t c = row / kprod;
+      int64_t rem = row % kprod;
+      for (size_t d = r; d-- > 0;) {
+        kidx[d] = rem % w.kernel[d];
+        rem /= w.kernel[d];
+      }
+      const A* xc = x + c * pin;
+      A* dst = col + row * pout;
+      const int64_t off_last = kidx[r - 1] * w.dilations[r - 1] - w.pad_begin[r - 1];
+      int64_t lo, hi;
+      valid_range(last_out, w.strides[r - 1], off_last, last_in, &lo, &hi);
+      std::fill(oidx.begin(), oidx.end(), 0);
+      for (int64_t o = 0; o < outer; ++o) {
+        bool inside = true;
+        int64_t base = 0;
+        for (size_t d = 0; d + 1 < r; ++d) {
+          const int64_t i = oidx[d] * w.strides[d] - w.pad_begin[d] + kidx[d] * w.dilations[d];
+          if (i < 0 || i >= w.in[d]) inside = false;
+          base = base * w.in[d] + i;
+        }
+        A* drow = dst + o * last_out;
+        if (!inside) {
+          std::fill(drow, drow + last_out, pad_value);
+        } else {
+          const A* xrow = xc + base * last_in;
+          std::fill(drow, drow + lo, pad_value);
+          const int64_t s = w.strides[r - 1];
+          if (s == 1) {
+            std::copy(xrow + lo + off_last, xrow + hi + off_last, drow + lo);
+          } else {
+            for (int64_t j = lo; j < hi; ++j) drow[j] = xrow[j * s + off_last];
+          }
+          std::fill(drow + hi, drow + last_out, pad_value);
+        }
+        for (size_t d = r - 1; d-- > 0;) {
+          if (++oidx[d] < w.out[d]) break;
+          oidx[d] = 0;
+        }
+      }
+    }
+  };
+  const int64_t nrows = cg * kprod;
+  if (ctx && ctx->threads() > 1) parallel_range(*ctx, nrows, 4, rows);
+  else rows(0, nrows);
+}
+
+// y[m, o*s - pad + k*d] += col[(m, k...), (o...)] over `in` positions (ConvTranspose, Col2Im):
+// `w.in` is the output image here and `w.out` the grid of window positions.
+template <typename A>
+void col2im(OpContext* ctx, const A* col, const Window& w, int64_t channels, A* y) {
+  const size_t r = w.rank();
+  const int64_t kprod = product(w.kernel), pos = product(w.out), pimg = product(w.in);
+  auto chans = [&](int64_t begin, int64_t end) {
+    std::vector<int64_t> kidx(r), oidx(r);
+    for (int64_t m = begin; m < end; ++m) {
+      A* ym = y + m * pimg;
+      for (int64_t kk = 0; kk < kprod; ++kk) {
+        int64_t rem = kk;
+        for (size_t d = r; d-- > 0;) {
+          kidx[d] = rem % w.kernel[d];
+          rem /= w.kernel[d];
+        }
+        const A* src = col + (m * kprod + kk) * pos;
+        std::fill(oidx.begin(), oidx.end(), 0);
+        for (int64_t p = 0; p < pos; ++p) {
+          int64_t off = 0;
+          bool inside = true;
+          for (size_t d = 0; d < r; ++d) {
+            const int64_t i = oidx[d] * w.strides[d] - w.pad_begin[d] + kidx[d] * w.dilations[d];
+            if (i < 0 || i >= w.in[d]) {
+              inside = false;
+              break;
+            }
+            off = off * w.in[d] + i;
+          }
+          if (inside) ym[off] += src[p];
+          for (size_t d = r; d-- > 0;) {
+            if (++oidx[d] < w.out[d]) break;
+            oidx[d] = 0;
+          }
+        }
+      }
+    }
+  };
+  if (ctx && ctx->threads() > 1) parallel_range(*ctx, channels, 1, chans);
+  else chans(0, channels);
+}
+
+}  // namespace
+
+// ---- Conv -----------------------------------------------------------------------------------
+
+namespace {
+
+// Shapes shared by Conv, ConvInteger and QLinearConv.
+struct ConvShape {
+  int64_t n = 0, c = 0, m = 0, group = 1, cg = 0, mg = 0;
+  Window w;
+  std::vector<int64_t> out_dims;
+};
+
+Status conv_shape(OpContext& ctx, const TensorView& x, const TensorView& wt, ConvShape* s) {
+  const size_t r = x.dims.size();
+  if (r < 3)
+    return ctx.error(StatusCode::kInvalidArgument, "X must be [N, C, D1, ...], got ", dims_str(x.dims));
+  if (wt.dims.size() != r)
+    return ctx.error(StatusCode::kInvalidArgument, "W ", dims_str(wt.dims), " must have the rank of X ",
+                     dims_str(x.dims));
+  s->group = ctx.attrs().get_int("group", 1);
+  s->n = x.dims[0];
+  s->c = x.dims[1];
+  s->m = wt.dims[0];
+  if (s->group < 1)
+    return ctx.error(StatusCode::kInvalidArgument, "group = ", s->group, " must be >= 1");
+  if (s->c != wt.dims[1] * s->group)
+    return ctx.error(StatusCode::kInvalidArgument, "X has ", s->c, " channels but W ", dims_str(wt.dims),
+                     " with group ", s->group, " expects ", wt.dims[1] * s->group);
+  if (s->m % s->group != 0)
+    return ctx.error(StatusCode::kInvalidArgument, "W has ", s->m, " output channels, not a multiple of group ",
+                     s->group);
+  s->cg = s->c / s->group;
+  s->mg = s->m / s->group;
+  std::vector<int64_t> kernel;
+  CUVIL_RETURN_IF_ERROR(kernel_shape_from(ctx, std::vector<int64_t>(wt.dims.begin() + 2, wt.dims.end()), &kernel));
+  CUVIL_RETURN_IF_ERROR(window_geometry(ctx, std::vector<int64_t>(x.dims.begin() + 2, x.dims.end()),
+                                        kernel, false, &s->w));
+  s->out_dims = {s->n, s->m};
+  s->out_dims.insert(s->out_dims.end(), s->w.out.begin(), s->w.out.end());
+  CUVIL_RETURN_IF_ERROR(check_numel(ctx, s->out_dims, "output"));
+  int64_t colsz = 0;
+  std::vector<int64_t> col_dims = {s->cg, product(s->w.kernel), product(s->w.out)};
+  CUVIL_RETURN_IF_ERROR(check_numel(ctx, col_dims, "im2col buffer"));
+  (void)colsz;
+  return Status::ok();
+}
+
+bool is_pointwise(const Window& w) {
+  for (size_t d = 0; d < w.rank(); ++d)
+    if (w.kernel[d] != 1 || w.strides[d] != 1 || w.pad_begin[d] != 0 || w.pad_end[d] != 0) return false;
+  return true;
+}
+
+template <typename C>
+void conv_float(OpContext& ctx, const ConvShape& s, const C* x, const C* w, const C* bias, C* y) {
+  const int64_t kg = s.cg * product(s.w.kernel);
+  const int64_t pout = product(s.w.out), pin = product(s.w.in);
+  const bool direct = is_pointwise(s.w);
+  std::vector<C> col(direct ? 0 : static_cast<size_t>(kg * pout));
+  for (int64_t n = 0; n < s.n; ++n) {
+    for (int64_t g = 0; g < s.group; ++g) {
+      const C* xg = x + (n * s.c + g * s.cg) * pin;
+      const C* b = xg;
+      if (!direct) {
+        im2col<C>(&ctx, xg, s.w, s.cg, C(0), col.data());
+        b = col.data();
+      }
+      gemm(&ctx, false, false, s.mg, pout, kg, C(1), w + g * s.mg * kg, kg, b, pout, C(0),
+           y + (n * s.m + g * s.mg) * pout, pout);
+    }
+  }
+  if (bias) {
+    parallel_range(ctx, s.n * s.m, 16, [&](int64_t begin, int64_t end) {
+      for (int64_t nm = begin; nm < end; ++nm) {
+        const C bv = bias[nm % s.m];
+        C* yp = y + nm * pout;
+        for (int64_t p = 0; p < pout; ++p) yp[p] += bv;
+      }
+    });
+  }
+}
+
+}  // namespace
+
+Status kernel_Conv(OpContext& ctx) {
+  const TensorView* x = ctx.input(0);
+  const TensorView* w = ctx.input(1);
+  const TensorView* b = ctx.input(2);
+  if (!x || !w) return ctx.error(StatusCode::kInvalidArgument, "expects inputs X and W");
+  if (!is_float_dtype(x->dtype) || w->dtype != x->dtype || (b && b->dtype != x->dtype))
+    return ctx.error(StatusCode::kInvalidArgument, "X, W and B must share a float dtype, got ",
+                     dtype_name(x->dtype), ", ", dtype_name(w->dtype));
+  ConvShape s;
+  CUVIL_RETURN_IF_ERROR(conv_shape(ctx, *x, *w, &s));
+  if (b && b->numel() != s.m)
+    return ctx.error(StatusCode::kInvalidArgument, "B ", dims_str(b->dims), " must have ", s.m, " elements");
+  TensorView* y = nullptr;
+  CUVIL_RETURN_IF_ERROR(ctx.allocate_output(0, x->dtype, s.out_dims, &y));
+  visit_compute_float(x->dtype, [&](auto tag) {
+    using C = typename decltype(tag)::type;
+    std::vector<C> xb, wb, bb;
+    const C* xp = compute_data<C>(*x, &xb);
+    const C* wp = compute_data<C>(*w, &wb);
+    const C* bp = b ? compute_data<C>(*b, &bb) : nullptr;
+    ComputeOutput<C> out(y);
+    conv_float<C>(ctx, s, xp, wp, bp, out.data());
+    out.finish();
+  });
+  return Status::ok();
+}
+
+// ---- ConvInteger / QLinearConv ------------------------------------------------------------
+
+namespace {
+
+bool is_8bit_int(DType t) { return t == DType::Int8 || t == DType::UInt8; }
+
+int32_t load_int8ish(const TensorView& t, int64_t i) {
+  return t.dtype == DType::Int8 ? static_cast<int32_t>(t.as<int8_t>()[i])
+                                : static_cast<int32_t>(t.as<uint8_t>()[i]);
+}
+
+// A scalar or per-channel quantisation parameter.
+Status read_qparam(OpContext& ctx, const TensorView* t, const char* what, int64_t count,
+                   std::vector<double>* out, double fallback) {
+  out->clear();
+  if (!t) {
+    out->push_back(fallback);
+    return Status::ok();
+  }
+  const int64_t n = t->numel();
+  if (n != 1 && n != count)
+    return ctx.error(StatusCode::kInvalidArgument, what, " must be a scalar or have ", count,
+                     " elements, got ", dims_str(t->dims));
+  if (!visit_dtype<kNumericTypes>(t->dtype, [](auto) {}))
+    return ctx.error(StatusCode::kInvalidArgument, what, " has unsupported dtype ", dtype_name(t->dtype));
+  for (int64_t i = 0; i < n; ++i) out->push_back(load_as_double(*t, i));
+  return Status::ok();
+}
+
+inline double per(const std::vector<double>& v, int64_t i) { return v.size() == 1 ? v[0] : v[i]; }
+
+// acc[n, m, p] = sum (x - x_zp) * (w - w_zp[m]) over the window, in int32.
+void conv_integer_core(OpContext& ctx, const ConvShape& s, const TensorView& x, const TensorView& w,
+                       int32_t x_zp, const std::vector<double>& w_zp, int32_t* acc) {
+  const int64_t kg = s.cg * product(s.w.kernel);
+  const int64_t pout = product(s.w.out), pin = product(s.w.in);
+  std::vector<int32_t> xs(static_cast<size_t>(s.cg * pin));
+  std::vector<int32_t> col(static_cast<size_t>(kg * pout));
+  std::vector<int32_t> ws(static_cast<size_t>(s.m * kg));
+  for (int64_t m = 0; m < s.m; ++m)
+    for (int64_t k = 0; k < kg; ++k)
+      ws[m * kg + k] = load_int8ish(w, m * kg + k) - static_cast<int32_t>(per(w_zp, m));
+  for (int64_t n = 0; n < s.n; ++n) {
+    for (int64_t g = 0; g < s.group; ++g) {
+      const int64_t xoff = (n * s.c + g * s.cg) * pin;
+      for (int64_t i = 0; i < s.cg * pin; ++i) xs[i] = load_int8ish(x, xoff + i) - x_zp;
+      im2col<int32_t>(&ctx, xs.data(), s.w, s.cg, 0, col.data());
+      parallel_range(ctx, s.mg, 1, [&](int64_t begin, int64_t end) {
+        for (int64_t mi = begin; mi < end; ++mi) {
+          const int64_t m = g * s.mg + mi;
+          int32_t* yrow = acc + (n * s.m + m) * pout;
+          std::fill(yrow, yrow + pout, 0);
+          for (int64_t k = 0; k < kg; ++k) {
+            const uint32_t wv = static_cast<uint32_t>(ws[m * kg + k]);
+            const int32_t* crow = col.data() + k * pout;
+            for (int64_t p = 0; p < pout; ++p)
+              yrow[p] = static_cast<int32_t>(static_cast<uint32_t>(yrow[p]) + wv * static_cast<uint32_t>(crow[p]));
+          }
+        }
+      });
+    }
+  }
+}
+
+}  // namespace
+
+Status kernel_ConvInteger(OpContext& ctx) {
+  const TensorView* x = ctx.input(0);
+  const TensorView* w = ctx.input(1);
+  if (!x || !w) return ctx.error(StatusCode::kInvalidArgument, "expects inputs x and w");
+  if (!is_8bit_int(x->dtype) || !is_8bit_int(w->dtype))
+    return ctx.error(StatusCode::kInvalidArgument, "x and w must be int8 or uint8, got ",
+                     dtype_name(x->dtype), " and ", dtype_name(w->dtype));
+  ConvShape s;
+  CUVIL_RETURN_IF_ERROR(conv_shape(ctx, *x, *w, &s));
+  std::vector<double> xzp, wzp;
+  CUVIL_RETURN_IF_ERROR(read_qparam(ctx, ctx.input(2), "x_zero_point", 1, &xzp, 0));
+  CUVIL_RETURN_IF_ERROR(read_qparam(ctx, ctx.input(3), "w_zero_point", s.m, &wzp, 0));
+  TensorView* y = nullptr;
+  CUVIL_RETURN_IF_ERROR(ctx.allocate_output(0, DType::Int32, s.out_dims, &y));
+  conv_integer_core(ctx, s, *x, *w, static_cast<int32_t>(xzp[0]), wzp, y->as<int32_t>());
+  return Status::ok();
+}
+
+Status kernel_QLinearConv(OpContext& ctx) {
+  for (size_t i = 0; i < 8; ++i)
+    if (!ctx.input(i)) return ctx.error(StatusCode::kInvalidArgument, "input ", i, " is required");
+  const TensorView* x = ctx.input(0);
+  const TensorView* w = ctx.input(3);
+  const TensorView* yzt = ctx.input(7);
+  const TensorView* b = ctx.input(8);
+  if (!is_8bit_int(x->dtype) || !is_8bit_int(w->dtype) || !is_8bit_int(yzt->dtype))
+    return ctx.error(StatusCode::kUnsupported, "x, w and y_zero_point must be int8 or uint8");
+  ConvShape s;
+  CUVIL_RETURN_IF_ERROR(conv_shape(ctx, *x, *w, &s));
+  std::vector<double> xs, xzp, ws, wzp, ys, yzp;
+  CUVIL_RETURN_IF_ERROR(read_qparam(ctx, ctx.input(1), "x_scale", 1, &xs, 1));
+  CUVIL_RETURN_IF_ERROR(read_qparam(ctx, ctx.input(2), "x_zero_point", 1, &xzp, 0));
+  CUVIL_RETURN_IF_ERROR(read_qparam(ctx, ctx.input(4), "w_scale", s.m, &ws, 1));
+  CUVIL_RETURN_IF_ERROR(read_qparam(ctx, ctx.input(5), "w_zero_point", s.m, &wzp, 0));
+  CUVIL_RETURN_IF_ERROR(read_qparam(ctx, ctx.input(6), "y_scale", 1, &ys, 1));
+  CUVIL_RETURN_IF_ERROR(read_qparam(ctx, yzt, "y_zero_point", 1, &yzp, 0));
+  if (!(ys[0] > 0) || !std::isfinite(ys[0]))
+    return ctx.error(StatusCode::kInvalidArgument, "y_scale must be positive and finite, got ", ys[0]);
+  if (b && (b->dtype != DType::Int32 || b->numel() != s.m))
+    return ctx.error(StatusCode::kInvalidArgument, "B must be int32 with ", s.m, " elements, got ",
+                     dtype_name(b->dtype), " ", dims_str(b->dims));
+  TensorView* y = nullptr;
+  CUVIL_RETURN_IF_ERROR(ctx.allocate_output(0, yzt->dtype, s.out_dims, &y));
+  std::vector<int32_t> acc(static_cast<size_t>(y->numel()));
+  conv_integer_core(ctx, s, *x, *w, static_cast<int32_t>(xzp[0]), wzp, acc.data());
+  const int64_t pout = product(s.w.out);
+  const float qmin = yzt->dtype == DType::Int8 ? -128.f : 0.f;
+  const float qmax = yzt->dtype == DType::Int8 ? 127.f : 255.f;
+  for (int64_t nm = 0; nm < s.n * s.m; ++nm) {
+    const int64_t m = nm % s.m;
+    const float scale = static_cast<float>(xs[0]) * static_cast<float>(per(ws, m)) / static_cast<float>(ys[0]);
+    const int32_t bias = b ? b->as<int32_t>()[m] : 0;
+    for (int64_t p = 0; p < pout; ++p) {
+      const int64_t o = nm * pout + p;
+      const int32_t a = static_cast<int32_t>(static_cast<uint32_t>(acc[o]) + static_cast<uint32_t>(bias));
+      float v = std::nearbyint(static_cast<float>(a) * scale) + static_cast<float>(yzp[0]);
+      v = std::min(std::max(v, qmin), qmax);
+      if (y->dtype == DType::Int8) y->as<int8_t>()[o] = static_cast<int8_t>(v);
+      else y->as<uint8_t>()[o] = static_cast<uint8_t>(v);
+    }
+  }
+  return Status::ok();
+}
+
+// ---- ConvTranspose --------------------------------------------------------------------------
+
+Status kernel_ConvTranspose(OpContext& ctx) {
+  const TensorView* x = ctx.input(0);
+  const TensorView* w = ctx.input(1);
+  const TensorView* b = ctx.input(2);
+  if (!x || !w) return ctx.error(StatusCode::kInvalidArgument, "expects inputs X and W");
+  if (!is_float_dtype(x->dtype) || w->dtype != x->dtype || (b && b->dtype != x->dtype))
+    return ctx.error(StatusCode::kInvalidArgument, "X, W and B must share a float dtype");
+  const size_t r = x->dims.size();
+  if (r < 3 || w->dims.size() != r)
+    return ctx.error(StatusCode::kInvalidArgument, "X ", dims_str(x->dims), " and W ", dims_str(w->dims),
+                     " must be [N, C, D...] and [C, M/group, k...]");
+  const size_t sr = r - 2;
+  const AttrReader& at = ctx.attrs();
+  const int64_t group = at.get_int("group", 1);
+  const int64_t n = x->dims[0], c = x->dims[1];
+  if (group < 1) return ctx.error(StatusCode::kInvalidArgument, "group = ", group, " must be >= 1");
+  if (w->dims[0] != c || c % group != 0)
+    return ctx.error(StatusCode::kInvalidArgument, "W ", dims_str(w->dims), " does not match ", c,
+                     " input channels with group ", group);
+  const int64_t cg = c / group, mg = w->dims[1], m = mg * group;
+  std::vector<int64_t> kernel;
+  CUVIL_RETURN_IF_ERROR(kernel_shape_from(ctx, std::vector<int64_t>(w->dims.begin() + 2, w->dims.end()), &kernel));
+  std::vector<int64_t> strides = at.get_ints("strides"), dil = at.get_ints("dilations");
+  std::vector<int64_t> out_pad = at.get_ints("output_padding"), pads = at.get_ints("pads");
+  std::vector<int64_t> out_shape = at.get_ints("output_shape");
+  if (strides.empty()) strides.assign(sr, 1);
+  if (dil.empty()) dil.assign(sr, 1);
+  if (out_pad.empty()) out_pad.assign(sr, 0);
+  if (pads.empty()) pads.assign(2 * sr, 0);
+  if (out_shape.size() == r) out_shape.erase(out_shape.begin(), out_shape.begin() + 2);
+  if (strides.size() != sr || dil.size() != sr || out_pad.size() != sr || pads.size() != 2 * sr ||
+      (!out_shape.empty() && out_shape.size() != sr))
+    return ctx.error(StatusCode::kInvalidArgument, "strides, dilations, output_padding, pads or output_shape do not match ",
+                     sr, " spatial dimensions");
+  const std::string auto_pad = at.get_string("auto_pad", "NOTSET");
+  if (auto_pad != "NOTSET" && auto_pad != "SAME_UPPER" && auto_pad != "SAME_LOWER" && auto_pad != "VALID" && !auto_pad.empty())
+    return ctx.error(StatusCode::kInvalidArgument, "auto_pad '", auto_pad, "' is invalid");
+  // Window over the output image: in = output spatial, out = input spatial (window positions).
+  Window win;
+  win.kernel = kernel;
+  win.strides = strides;
+  win.dilations = dil;
+  win.out.assign(x->dims.begin() + 2, x->dims.end());
+  win.in.assign(sr, 0);
+  win.pad_begin.assign(sr, 0);
+  win.pad_end.assign(sr, 0);
+  for (size_t i = 0; i < sr; ++i) {
+    if (strides[i] < 1 || dil[i] < 1 || kernel[i] < 1 || out_pad[i] < 0 || pads[i] < 0 || pads[i + sr] < 0 ||
+        strides[i] > (int64_t{1} << 31) || dil[i] > (int64_t{1} << 31) || kernel[i] > (int64_t{1} << 31) ||
+        out_pad[i] > (int64_t{1} << 31) || pads[i] > (int64_t{1} << 31) || pads[i + sr] > (int64_t{1} << 31))
+      return ctx.error(StatusCode::kInvalidArgument, "strides, dilations and kernel must be >= 1; pads and output_padding >= 0");
+    const int64_t span = (kernel[i] - 1) * dil[i] + 1;
+    const int64_t full = strides[i] * (win.out[i] - 1) + out_pad[i] + span;
+    if (!out_shape.empty() || auto_pad == "SAME_UPPER" || auto_pad == "SAME_LOWER") {
+      const int64_t target = !out_shape.empty() ? out_shape[i] : win.out[i] * strides[i];
+      const int64_t total = full - target;
+      if (total < 0 && out_shape.empty())
+        return ctx.error(StatusCode::kInvalidArgument, "cannot reach output size ", target);
+      const int64_t tp = std::max<int64_t>(total, 0);
+      if (auto_pad == "SAME_UPPER") {
+        win.pad_begin[i] = tp / 2;
+      } else {
+        win.pad_begin[i] = tp - tp / 2;
+      }
+      win.pad_end[i] = tp - win.pad_begin[i];
+      win.in[i] = target;
+    } else {
+      if (auto_pad != "VALID") {
+        win.pad_begin[i] = pads[i];
+        win.pad_end[i] = pads[i + sr];
+      }
+      win.in[i] = full - win.pad_begin[i] - win.pad_end[i];
+    }
+    if (win.in[i] <= 0)
+      return ctx.error(StatusCode::kInvalidArgument, "output spatial dimension ", i, " would be ", win.in[i]);
+  }
+  if (b && b->numel() != m)
+    return ctx.error(StatusCode::kInvalidArgument, "B ", dims_str(b->dims), " must have ", m, " elements");
+  std::vector<int64_t> out_dims = {n, m};
+  out_dims.insert(out_dims.end(), win.in.begin(), win.in.end());
+  CUVIL_RETURN_IF_ERROR(check_numel(ctx, out_dims, "output"));
+  const int64_t kprod = product(kernel), pin = product(win.out), pout = product(win.in);
+  CUVIL_RETURN_IF_ERROR(check_numel(ctx, {mg, kprod, pin}, "column buffer"));
+  TensorView* y = nullptr;
+  CUVIL_RETURN_IF_ERROR(ctx.allocate_output(0, x->dtype, out_dims, &y));
+  visit_compute_float(x->dtype, [&](auto tag) {
+    using C = typename decltype(tag)::type;
+    std::vector<C> xb, wb, bb;
+    const C* xp = compute_data<C>(*x, &xb);
+    const C* wp = compute_data<C>(*w, &wb);
+    const C* bp = b ? compute_data<C>(*b, &bb) : nullptr;
+    ComputeOutput<C> out(y);
+    C* yp = out.data();
+    std::fill(yp, yp + n * m * pout, C(0));
+    std::vector<C> col(static_cast<size_t>(mg * kprod * pin));
+    for (int64_t ni = 0; ni < n; ++ni) {
+      for (int64_t g = 0; g < group; ++g) {
+        // col[(m, k), p] = sum_c W[c, m, k] * X[c, p]
+        gemm(&ctx, true, false, mg * kprod, pin, cg, C(1), wp + g * cg * mg * kprod, mg * kprod,
+             xp + (ni * c + g * cg) * pin, pin, C(0), col.data(), pin);
+        col2im<C>(&ctx, col.data(), win, mg, yp + (ni * m + g * mg) * pout);
+      }
+    }
+    if (bp)
+      for (int64_t nm = 0; nm < n * m; ++nm)
+        for (int64_t p = 0; p < pout; ++p) yp[nm * pout + p] += bp[nm % m];
+    out.finish();
+  });
+  return Status::ok();
+}
+
+// ---- pooling --------------------------------------------------------------------------------
+
+namespace {
+
+enum class PoolKind { kMax, kAverage, kLp };
+
+struct PoolShape {
+  int64_t n = 0, c = 0;
+  Window w;
+  std::vector<int64_t> out_dims;
+};
+
+Status pool_shape(OpContext& ctx, const TensorView& x, PoolShape* s) {
+  const size_t r = x.dims.size();
+  if (r < 3)
+    return ctx.error(StatusCode::kInvalidArgument, "X must be [N, C, D1, ...], got ", dims_str(x.dims));
+  const std::vector<int64_t> kernel = ctx.attrs().get_ints("kernel_shape");
+  if (kernel.empty()) return ctx.error(StatusCode::kInvalidArgument, "attribute 'kernel_shape' is required");
+  const bool ceil_mode = ctx.attrs().get_int("ceil_mode", 0) != 0;
+  CUVIL_RETURN_IF_ERROR(window_geometry(ctx, std::vector<int64_t>(x.dims.begin() + 2, x.dims.end()), kernel,
+                                        ceil_mode, &s->w));
+  s->n = x.dims[0];
+  s->c = x.dims[1];
+  s->out_dims = {s->n, s->c};
+  s->out_dims.insert(s->out_dims.end(), s->w.out.begin(), s->w.out.end());
+  return check_numel(ctx, s->out_dims, "output");
+}
+
+// Visits every output position of one plane: fn(out_index, window element offsets...) is
+// replaced by two callbacks to keep it allocation-free: begin(o), elem(offset, col_offset), end(o).
+template <typename Begin, typename Elem, typename End>
+void for_each_window(const Window& w, Begin begin, Elem elem, End end) {
+  const size_t r = w.rank();
+  const int64_t pout = product(w.out);
+  const int64_t kprod = product(w.kernel);
+  std::vector<int64_t> oidx(r, 0), kidx(r), col_stride(r, 1);
+  for (size_t d = 1; d < r; ++d) col_stride[d] = col_stride[d - 1] * w.in[d - 1];
+  for (int64_t o = 0; o < pout; ++o) {
+    begin(o, oidx);
+    std::fill(kidx.begin(), kidx.end(), 0);
+    for (int64_t k = 0; k < kprod; ++k) {
+      int64_t off = 0, coff = 0;
+      bool inside = true;
+      for (size_t d = 0; d < r; ++d) {
+        const int64_t i = oidx[d] * w.strides[d] - w.pad_begin[d] + kidx[d] * w.dilations[d];
+        if (i < 0 || i >= w.in[d]) {
+          inside = false;
+          break;
+        }
+        off = off * w.in[d] + i;
+        coff += i * col_stride[d];
+      }
+      if (inside) elem(off, coff);
+      for (size_t d = r; d-- > 0;) {
+        if (++kidx[d] < w.kernel[d]) break;
+        kidx[d] = 0;
+      }
+    }
+    end(o);
+    for (size_t d = r; d-- > 0;) {
+      if (++oidx[d] < w.out[d]) break;
+      oidx[d] = 0;
+    }
+  }
+}
+
+}  // namespace
+
+namespace {
+
+Status pool_kernel(OpContext& ctx, PoolKind kind) {
+  const TensorView* x = ctx.input(0);
+  if (!x) return ctx.error(StatusCode::kInvalidArgument, "expects input X");
+  PoolShape s;
+  CUVIL_RETURN_IF_ERROR(pool_shape(ctx, *x, &s));
+  const bool max_ints = kind == PoolKind::kMax && (x->dtype == DType::Int8 || x->dtype == DType::UInt8);
+  if (!is_float_dtype(x->dtype) && !max_ints)
+    return ctx.error(StatusCode::kInvalidArgument, "dtype ", dtype_name(x->dtype), " is not supported");
+  const bool count_include_pad = ctx.attrs().get_int("count_include_pad", 0) != 0;
+  const int64_t storage_order = ctx.attrs().get_int("storage_order", 0);
+  const double p = static_cast<double>(ctx.attrs().get_int("p", 2));
+  if (kind == PoolKind::kLp && p <= 0) return ctx.error(StatusCode::kInvalidArgument, "p must be positive");
+  TensorView* y = nullptr;
+  CUVIL_RETURN_IF_ERROR(ctx.allocate_output(0, x->dtype, s.out_dims, &y));
+  TensorView* ind = nullptr;
+  if (kind == PoolKind::kMax && ctx.num_outputs() > 1 && ctx.output_wanted(1))
+    CUVIL_RETURN_IF_ERROR(ctx.allocate_output(1, DType::Int64, s.out_dims, &ind));
+  const int64_t pin = product(s.w.in), pout = product(s.w.out);
+  const size_t r = s.w.rank();
+  visit_dtype<kFloatTypes | kSignedInts | kUnsignedInts>(x->dtype, [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    using C = std::conditional_t<std::is_same_v<compute_t<T>, double>, double,
+                                 std::conditional_t<is_float_v<T>, float, T>>;
+    std::vector<C> xb;
+    const C* xp = compute_data<C>(*x, &xb);
+    ComputeOutput<C> out(y);
+    C* yp = out.data();
+    parallel_range(ctx, s.n * s.c, 1, [&](int64_t begin, int64_t end) {
+      for (int64_t plane = begin; plane < end; ++plane) {
+        const C* xs = xp + plane * pin;
+        C* ys = yp + plane * pout;
+        int64_t* is = ind ? ind->as<int64_t>() + plane * pout : nullptr;
+        if (kind == PoolKind::kMax) {
+          C best = C(0);
+          int64_t best_at = -1;
+          for_each_window(
+              s.w, [&](int64_t, const std::vector<int64_t>&) { best_at = -1; },
+              [&](int64_t off, int64_t coff) {
+                if (best_at < 0 || xs[off] > best) {
+                  best = xs[off];
+                  best_at = storage_order ? coff : off;
+                }
+              },
+              [&](int64_t o) {
+                ys[o] = best_at < 0 ? std::numeric_limits<C>::lowest() : best;
+                if (is) is[o] = best_at < 0 ? 0 : plane * pin + best_at;
+              });
+        } else {
+          double acc = 0;
+          int64_t count = 0, padded = 0;
+          for_each_window(
+              s.w,
+              [&](int64_t, const std::vector<int64_t>& oidx) {
+                acc = 0;
+                count = 0;
+                padded = 1;
+                for (size_t d = 0; d < r; ++d) {
+                  // Window elements inside the padded input (ceil_mode overhang excluded).
+                  const int64_t start = oidx[d] * s.w.strides[d] - s.w.pad_begin[d];
+                  int64_t cnt = 0;
+                  for (int64_t k = 0; k < s.w.kernel[d]; ++k) {
+                    const int64_t i = start + k * s.w.dilations[d];
+                    if (i >= -s.w.pad_begin[d] && i < s.w.in[d] + s.w.pad_end[d]) ++cnt;
+                  }
+                  padded *= cnt;
+                }
+              },
+              [&](int64_t off, int64_t) {
+                const double v = static_cast<double>(xs[off]);
+                acc += kind == PoolKind::kLp ? std::pow(std::fabs(v), p) : v;
+                ++count;
+              },
+              [&](int64_t o) {
+                if (kind == PoolKind::kLp) {
+                  ys[o] = static_cast<C>(std::pow(acc, 1.0 / p));
+                } else {
+                  const int64_t denom = count_include_pad ? padded : count;
+                  ys[o] = static_cast<C>(denom > 0 ? acc / static_cast<double>(denom) : 0.0);
+                }
+              });
+        }
+      }
+    });
+    out.finish();
+  });
+  return Status::ok();
+}
+
+}  // namespace
+
+Status kernel_MaxPool(OpContext& ctx) {
+  const int64_t so = ctx.attrs().get_int("storage_order", 0);
+  if (so != 0 && so != 1) return ctx.error(StatusCode::kInvalidArgument, "storage_order must be 0 or 1");
+  return pool_kernel(ctx, PoolKind::kMax);
+}
+Status kernel_AveragePool(OpContext& ctx) { return pool_kernel(ctx, PoolKind::kAverage); }
+Status kernel_LpPool(OpContext& ctx) { return pool_kernel(ctx, PoolKind::kLp); }
+
+namespace {
+
+Status global_pool(OpContext& ctx, PoolKind kind) {
+  const TensorView* x = ctx.input(0);
+  if (!x) return ctx.error(StatusCode::kInvalidArgument, "expects input X");
+  if (x->dims.size() < 2)
+    return ctx.error(StatusCode::kInvalidArgument, "X must be [N, C, ...], got ", dims_str(x->dims));
+  if (!is_float_dtype(x->dtype))
+    return ctx.error(StatusCode::kInvalidArgument, "dtype ", dtype_name(x->dtype), " is not supported");
+  std::vector<int64_t> out_dims(x->dims.size(), 1);
+  out_dims[0] = x->dims[0];
+  out_dims[1] = x->dims[1];
+  const int64_t planes = x->dims[0] * x->dims[1], pin = product(x->dims, 2);
+  const double p = static_cast<double>(ctx.attrs().get_int("p", 2));
+  TensorView* y = nullptr;
+  CUVIL_RETURN_IF_ERROR(ctx.allocate_output(0, x->dtype, out_dims, &y));
+  visit_compute_float(x->dtype, [&](auto tag) {
+    using C = typename decltype(tag)::type;
+    std::vector<C> xb;
+    const C* xp = compute_data<C>(*x, &xb);
+    ComputeOutput<C> out(y);
+    parallel_range(ctx, planes, 16, [&](int64_t begin, int64_t end) {
+      for (int64_t pl = begin; pl < end; ++pl) {
+        const C* xs = xp + pl * pin;
+        double acc = kind == PoolKind::kMax ? -std::numeric_limits<double>::infinity() : 0.0;
+        for (int64_t i = 0; i < pin; ++i) {
+          const double v = xs[i];
+          if (kind == PoolKind::kMax) acc = (v > acc || std::isnan(v)) ? v : acc;
+          else if (kind == PoolKind::kLp) acc += std::pow(std::fabs(v), p);
+          else acc += v;
+        }
+        if (kind == PoolKind::kAverage) acc = pin > 0 ? acc / static_cast<double>(pin) : 0.0;
+        if (kind == PoolKind::kLp) acc = std::pow(acc, 1.0 / p);
+        out.data()[pl] = static_cast<C>(acc);
+      }
+    });
+    out.finish();
+  });
+  return Status::ok();
+}
+
+}  // namespace
+
+Status kernel_GlobalAveragePool(OpContext& ctx) { return global_pool(ctx, PoolKind::kAverage); }
+Status kernel_GlobalMaxPool(OpContext& ctx) { return global_pool(ctx, PoolKind::kMax); }
+Status kernel_GlobalLpPool(OpContext& ctx) { return global_pool(ctx, PoolKind::kLp); }
+
+// ---- MaxRoiPool / RoiAlign -------------------------------------------------------------------
+
+Status kernel_MaxRoiPool(OpContext& ctx) {
+  const TensorView* x = ctx.input(0);
+  const TensorView* rois = ctx.input(1);
+  if (!x || !rois) return ctx.error(StatusCode::kInvalidArgument, "expects inputs X and rois");
+  if (x->dims.size() != 4 || rois->dims.size() != 2 || rois->dims[1] != 5)
+    return ctx.error(StatusCode::kInvalidArgument, "X must be [N, C, H, W] and rois [num_rois, 5], got ",
+                     dims_str(x->dims), " and ", dims_str(rois->dims));
+  if (!is_float_dtype(x->dtype) || !is_float_dtype(rois->dtype))
+    return ctx.error(StatusCode::kInvalidArgument, "X and rois must be float tensors");
+  const std::vector<int64_t> pooled = ctx.attrs().get_ints("pooled_shape");
+  if (pooled.size() != 2 || pooled[0] < 1 || pooled[1] < 1)
+    return ctx.error(StatusCode::kInvalidArgument, "pooled_shape must be two positive ints");
+  const double scale = ctx.attrs().get_float("spatial_scale", 1.0f);
+  const int64_t nb = x->dims[0], c = x->dims[1], h = x->dims[2], w = x->dims[3];
+  const int64_t nr = rois->dims[0], ph = pooled[0], pw = pooled[1];
+  std::vector<int64_t> out_dims = {nr, c, ph, pw};
+  CUVIL_RETURN_IF_ERROR(check_numel(ctx, out_dims, "output"));
+  std::vector<double> rb;
+  const double* rp = compute_data<double>(*rois, &rb);
+  for (int64_t i = 0; i < nr; ++i) {
+    const double bi = rp[i * 5];
+    if (!(bi >= 0 && bi < static_cast<double>(nb)))
+      return ctx.error(StatusCode::kRuntime, "roi ", i, " has batch index ", bi, " outside [0, ", nb, ")");
+    for (int j = 1; j < 5; ++j)
+      if (!std::isfinite(rp[i * 5 + j]) || std::fabs(rp[i * 5 + j] * scale) > 1e15)
+        return ctx.error(StatusCode::kRuntime, "roi ", i, " has a non-finite or huge coordinate");
+  }
+  TensorView* y = nullptr;
+  CUVIL_RETURN_IF_ERROR(ctx.allocate_output(0, x->dtype, out_dims, &y));
+  visit_compute_float(x->dtype, [&](auto tag) {
+    using C = typename decltype(tag)::type;
+    std::vector<C> xb;
+    const C* xp = compute_data<C>(*x, &xb);
+    ComputeOutput<C> out(y);
+    C* yp = out.data();
+    for (int64_t i = 0; i < nr; ++i) {
+      const int64_t bi = static_cast<int64_t>(rp[i * 5]);
+      const int64_t x1 = static_cast<int64_t>(std::round(rp[i * 5 + 1] * scale));
+      const int64_t y1 = static_cast<int64_t>(std::round(rp[i * 5 + 2] * scale));
+      const int64_t x2 = static_cast<int64_t>(std::round(rp[i * 5 + 3] * scale));
+      const int64_t y2 = static_cast<int64_t>(std::round(rp[i * 5 + 4] * scale));
+      const double rh = static_cast<double>(std::max<int64_t>(y2 - y1 + 1, 1));
+      const double rw = static_cast<double>(std::max<int64_t>(x2 - x1 + 1, 1));
+      const double bh = rh / static_cast<double>(ph), bw = rw / static_cast<double>(pw);
+      for (int64_t ch = 0; ch < c; ++ch) {
+        const C* plane = xp + (bi * c + ch) * h * w;
+        for (int64_t py = 0; py < ph; ++py) {
+          for (int64_t px = 0; px < pw; ++px) {
+            const int64_t hs = std::min(std::max<int64_t>(static_cast<int64_t>(std::floor(py * bh)) + y1, 0), h);
+            const int64_t he = std::min(std::max<int64_t>(static_cast<int64_t>(std::ceil((py + 1) * bh)) + y1, 0), h);
+            const int64_t ws = std::min(std::max<int64_t>(static_cast<int64_t>(std::floor(px * bw)) + x1, 0), w);
+            const int64_t we = std::min(std::max<int64_t>(static_cast<int64_t>(std::ceil((px + 1) * bw)) + x1, 0), w);
+            C best = C(0);
+            bool any = false;
+            for (int64_t yy = hs; yy < he; ++yy)
+              for (int64_t xx = ws; xx < we; ++xx)
+                if (!any || plane[yy * w + xx] > best) {
+                  best = plane[yy * w + xx];
+                  any = true;
+                }
+            yp[((i * c + ch) * ph + py) * pw + px] = any ? best : C(0);
+          }
+        }
+      }
+    }
+    out.finish();
+  });
+  return Status::ok();
+}
+
+Status kernel_RoiAlign(OpContext& ctx) {
+  const TensorView* x = ctx.input(0);
+  const TensorView* rois = ctx.input(1);
+  const TensorView* bidx = ctx.input(2);
+  if (!x || !rois || !bidx) return ctx.error(StatusCode::kInvalidArgument, "expects inputs X, rois and batch_indices");
+  if (x->dims.size() != 4 || rois->dims.size() != 2 || rois->dims[1] != 4 || bidx->dims.size() != 1 ||
+      bidx->dims[0] != rois->dims[0])
+    return ctx.error(StatusCode::kInvalidArgument, "X must be [N, C, H, W], rois [R, 4], batch_indices [R]; got ",
+                     dims_str(x->dims), ", ", dims_str(rois->dims), ", ", dims_str(bidx->dims));
+  if (!is_float_dtype(x->dtype) || !is_float_dtype(rois->dtype))
+    return ctx.error(StatusCode::kInvalidArgument, "X and rois must be float tensors");
+  const AttrReader& at = ctx.attrs();
+  const std::string mode = at.get_string("mode", "avg");
+  const std::string ctm = at.get_string("coordinate_transformation_mode", ctx.opset() >= 16 ? "half_pixel" : "output_half_pixel");
+  if (mode != "avg" && mode != "max") return ctx.error(StatusCode::kInvalidArgument, "mode '", mode, "' is invalid");
+  if (ctm != "half_pixel" && ctm != "output_half_pixel")
+    return ctx.error(StatusCode::kInvalidArgument, "coordinate_transformation_mode '", ctm, "' is invalid");
+  const int64_t oh = at.get_int("output_height", 1), ow = at.get_int("output_width", 1);
+  const int64_t sampling = at.get_int("sampling_ratio", 0);
+  const double scale = at.get_float("spatial_scale", 1.0f);
+  if (oh < 1 || ow < 1 || sampling < 0)
+    return ctx.error(StatusCode::kInvalidArgument, "output_height/output_width must be >= 1 and sampling_ratio >= 0");
+  const int64_t nb = x->dims[0], c = x->dims[1], h = x->dims[2], w = x->dims[3], nr = rois->dims[0];
+  std::vector<int64_t> batch;
+  if (!read_int_tensor(bidx, &batch))
+    return ctx.error(StatusCode::kInvalidArgument, "batch_indices must be an integer tensor");
+  for (int64_t i = 0; i < nr; ++i)
+    if (batch[i] < 0 || batch[i] >= nb)
+      return ctx.error(StatusCode::kRuntime, "batch_indices[", i, "] = ", batch[i], " is outside [0, ", nb, ")");
+  std::vector<double> rb;
+  const double* rp = compute_data<double>(*rois, &rb);
+  for (int64_t i = 0; i < nr * 4; ++i)
+    if (!std::isfinite(rp[i]) || std::fabs(rp[i] * scale) > 1e9)
+      return ctx.error(StatusCode::kRuntime, "roi ", i / 4, " has a non-finite or huge coordinate");
+  std::vector<int64_t> out_dims = {nr, c, oh, ow};
+  CUVIL_RETURN_IF_ERROR(check_numel(ctx, out_dims, "output"));
+  TensorView* y = nullptr;
+  CUVIL_RETURN_IF_ERROR(ctx.allocate_output(0, x->dtype, out_dims, &y));
+  const bool half_pixel = ctm == "half_pixel";
+  const bool is_max = mode == "max";
+  visit_compute_float(x->dtype, [&](auto tag) {
+    using C = typename decltype(tag)::type;
+    std::vector<C> xb;
+    const C* xp = compute_data<C>(*x, &xb);
+    ComputeOutput<C> out(y);
+    C* yp = out.data();
+    struct Sample {
+      int64_t pos[4];
+      double wt[4];
+    };
+    for (int64_t i = 0; i < nr; ++i) {
+      const double off = half_pixel ? 0.5 : 0.0;
+      const double sx = rp[i * 4] * scale - off, sy = rp[i * 4 + 1] * scale - off;
+      const double ex = rp[i * 4 + 2] * scale - off, ey = rp[i * 4 + 3] * scale - off;
+      double rw = ex - sx, rh = ey - sy;
+      if (!half_pixel) {
+        rw = std::max(rw, 1.0);
+        rh = std::max(rh, 1.0);
+      }
+      const double bh = rh / static_cast<double>(oh), bw = rw / static_cast<double>(ow);
+      const int64_t gh = sampling > 0 ? sampling : static_cast<int64_t>(std::ceil(rh / static_cast<double>(oh)));
+      const int64_t gw = sampling > 0 ? sampling : static_cast<int64_t>(std::ceil(rw / static_cast<double>(ow)));
+      const double count = static_cast<double>(std::max<int64_t>(gh * gw, 1));
+      // Bilinear sample positions and weights per output cell, shared by all channels.
+      std::vector<Sample> samples;
+      samples.reserve(static_cast<size_t>(oh * ow * std::max<int64_t>(gh, 0) * std::max<int64_t>(gw, 0)));
+      for (int64_t py = 0; py < oh; ++py)
+        for (int64_t px = 0; px < ow; ++px)
+          for (int64_t iy = 0; iy < gh; ++iy) {
+            double yy = sy + py * bh + (iy + 0.5) * bh / static_cast<double>(gh);
+            for (int64_t ix = 0; ix < gw; ++ix) {
+              double xx = sx + px * bw + (ix + 0.5) * bw / static_cast<double>(gw);
+              Sample smp = {{0, 0, 0, 0}, {0, 0, 0, 0}};
+              if (!(yy < -1.0 || yy > static_cast<double>(h) || xx < -1.0 || xx > static_cast<double>(w))) {
+                double ys = std::max(yy, 0.0), xs = std::max(xx, 0.0);
+                int64_t y0 = static_cast<int64_t>(ys), x0 = static_cast<int64_t>(xs), y1, x1;
+                if (y0 >= h - 1) {
+                  y1 = y0 = h - 1;
+                  ys = static_cast<double>(y0);
+                } else {
+                  y1 = y0 + 1;
+                }
+                if (x0 >= w - 1) {
+                  x1 = x0 = w - 1;
+                  xs = static_cast<double>(x0);
+                } else {
+                  x1 = x0 + 1;
+                }
+                const double ly = ys - y0, lx = xs - x0, hy = 1 - ly, hx = 1 - lx;
+                smp = {{y0 * w + x0, y0 * w + x1, y1 * w + x0, y1 * w + x1}, {hy * hx, hy * lx, ly * hx, ly * lx}};
+              }
+              samples.push_back(smp);
+            }
+          }
+      const int64_t per_cell = gh * gw;
+      for (int64_t ch = 0; ch < c; ++ch) {
+        const C* plane = xp + (batch[i] * c + ch) * h * w;
+        for (int64_t cell = 0; cell < oh * ow; ++cell) {
+          double acc = 0;
+          bool first = true;
+          for (int64_t sidx = 0; sidx < per_cell; ++sidx) {
+            const Sample& s = samples[cell * per_cell + sidx];
+            if (h == 0 || w == 0) break;
+            if (is_max) {
+              double v = s.wt[0] * plane[s.pos[0]];
+              for (int k = 1; k < 4; ++k) v = std::max(v, s.wt[k] * static_cast<double>(plane[s.pos[k]]));
+              acc = first ? v : std::max(acc, v);
+              first = false;
+            } else {
+              for (int k = 0; k < 4; ++k) acc += s.wt[k] * static_cast<double>(plane[s.pos[k]]);
+            }
+          }
+          yp[(i * c + ch) * oh * ow + cell] = static_cast<C>(is_max ? acc : acc / count);
+        }
+      }
+    }
+    out.finish();
+  });
+  return Status::ok();
+}
+
+// ---- MaxUnpool --------------------------------------------------------------------------------
+
+Status kernel_MaxUnpool(OpContext& ctx) {
+  const TensorView* x = ctx.input(0);
+  const TensorView* ind = ctx.input(1);
+  const TensorView* oshape = ctx.input(2);
+  if (!x || !ind) return ctx.error(StatusCode::kInvalidArgument, "expects inputs X and I");
+  const size_t r = x->dims.size();
+  if (r < 3 || ind->dims != x->dims)
+    return ctx.error(StatusCode::kInvalidArgument, "X ", dims_str(x->dims), " must be [N, C, D...] and I the same shape, got ",
+                     dims_str(ind->dims));
+  if (ind->dtype != DType::Int64) return ctx.error(StatusCode::kInvalidArgument, "I must be int64");
+  const std::vector<int64_t> kernel = ctx.attrs().get_ints("kernel_shape");
+  if (kernel.size() != r - 2) return ctx.error(StatusCode::kInvalidArgument, "kernel_shape must have ", r - 2, " values");
+  std::vector<int64_t> strides = ctx.attrs().get_ints("strides"), pads = ctx.attrs().get_ints("pads");
+  if (strides.empty()) strides.assign(r - 2, 1);
+  if (pads.empty()) pads.assign(2 * (r - 2), 0);
+  if (strides.size() != r - 2 || pads.size() != 2 * (r - 2))
+    return ctx.error(StatusCode::kInvalidArgument, "strides or pads do not match the spatial rank");
+  std::vector<int64_t> out_dims = {x->dims[0], x->dims[1]};
+  for (size_t d = 0; d < r - 2; ++d) {
+    if (kernel[d] < 1 || strides[d] < 1 || pads[d] < 0 || pads[d + r - 2] < 0)
+      return ctx.error(StatusCode::kInvalidArgument, "kernel_shape and strides must be >= 1 and pads >= 0");
+    out_dims.push_back((x->dims[d + 2] - 1) * strides[d] + kernel[d] - pads[d] - pads[d + r - 2]);
+  }
+  if (oshape) {
+    std::vector<int64_t> os;
+    if (!read_int_tensor(oshape, &os) || os.size() != r)
+      return ctx.error(StatusCode::kInvalidArgument, "output_shape must be an integer tensor of ", r, " values");
+    for (size_t d = 0; d < r; ++d)
+      if (os[d] < (d < 2 ? x->dims[d] : 0) || (d < 2 && os[d] != x->dims[d]))
+        return ctx.error(StatusCode::kInvalidArgument, "output_shape ", dims_str(os), " is invalid for X ", dims_str(x->dims));
+    out_dims = os;
+  }
+  for (int64_t d : out_dims)
+    if (d < 0) return ctx.error(StatusCode::kInvalidArgument, "output shape ", dims_str(out_dims), " is negative");
+  CUVIL_RETURN_IF_ERROR(check_numel(ctx, out_dims, "output"));
+  TensorView* y = nullptr;
+  CUVIL_RETURN_IF_ERROR(ctx.allocate_output(0, x->dtype, out_dims, &y));
+  const int64_t total = y->numel(), n = x->numel();
+  const int64_t* ip = ind->as<int64_t>();
+  const size_t esize = static_cast<size_t>(dtype_bits(x->dtype) / 8);
+  if (esize == 0 || dtype_bits(x->dtype) % 8 != 0)
+    return ctx.error(StatusCode::kUnsupported, "dtype ", dtype_name(x->dtype), " is not supported");
+  for (int64_t i = 0; i < n; ++i)
+    if (ip[i] < 0 || ip[i] >= total)
+      return ctx.error(StatusCode::kRuntime, "index I[", i, "] = ", ip[i], " is outside the output of ", total, " elements");
+  if (total > 0) std::memset(y->data, 0, static_cast<size_t>(total) * esize);
+  uint8_t* yb = static_cast<uint8_t*>(y->data);
+  const uint8_t* xb = static_cast<const uint8_t*>(x->data);
+  for (int64_t i = 0; i < n; ++i) std::memcpy(yb + ip[i] * esize, xb + i * esize, esize);
+  return Status::ok();
+}
+
+// ---- normalisations ---------------------------------------------------------------------------
+
+Status kernel_BatchNormalization(OpContext& ctx) {
+  const TensorView* x = ctx.input(0);
+  if (!x) return ctx.error(StatusCode::kInvalidArgument, "expects input X");
+  for (size_t i = 1; i < 5; ++i)
+    if (!ctx.input(i)) return ctx.error(StatusCode::kInvalidArgument, "input ", i, " is required");
+  if (x->dims.size() < 2)
+    return ctx.error(StatusCode::kInvalidArgument, "X must be [N, C, ...], got ", dims_str(x->dims));
+  if (!is_float_dtype(x->dtype)) return ctx.error(StatusCode::kInvalidArgument, "X must be a float tensor");
+  for (size_t i = 1; i < 5; ++i)
+    if (!is_float_dtype(ctx.input(i)->dtype))
+      return ctx.error(StatusCode::kInvalidArgument, "input ", i, " must be a float tensor");
+  const int64_t n = x->dims[0], c = x->dims[1], inner = product(x->dims, 2);
+  // spatial = 0 (opset < 7) gives per-activation parameters of C x inner values.
+  const int64_t pcount = ctx.input(1)->numel();
+  const bool per_activation = pcount == c * inner && pcount != c;
+  for (size_t i = 1; i < 5; ++i)
+    if (ctx.input(i)->numel() != (per_activation ? c * inner : c))
+      return ctx.error(StatusCode::kInvalidArgument, "input ", i, " ", dims_str(ctx.input(i)->dims), " must have ", c,
+                       " elements");
+  const double eps = ctx.attrs().get_float("epsilon", 1e-5f);
+  const double momentum = ctx.attrs().get_float("momentum", 0.9f);
+  const bool training = ctx.opset() >= 14 ? ctx.attrs().get_int("training_mode", 0) != 0
+                                          : (ctx.num_outputs() > 1 && ctx.output_wanted(1) &&
+                                             ctx.attrs().get_int("is_test", 0) == 0);
+  TensorView* y = nullptr;
+  CUVIL_RETURN_IF_ERROR(ctx.allocate_output(0, x->dtype, x->dims, &y));
+  const int64_t pn = per_activation ? c * inner : c;
+  std::vector<double> scale(pn), bias(pn), mean(pn), var(pn);
+  for (int64_t i = 0; i < pn; ++i) {
+    scale[i] = load_as_double(*ctx.input(1), i);
+    bias[i] = load_as_double(*ctx.input(2), i);
+    mean[i] = load_as_double(*ctx.input(3), i);
+    var[i] = load_as_double(*ctx.input(4), i);
+  }
+  visit_compute_float(x->dtype, [&](auto tag) {
+    using C = typename decltype(tag)::type;
+    std::vector<C> xb;
+    const C* xp = compute_data<C>(*x, &xb);
+    std::vector<double> bmean(pn, 0.0), bvar(pn, 0.0);
+    if (training) {
+      const double cnt = static_cast<double>(per_activation ? n : n * inner);
+      for (int64_t ni = 0; ni < n; ++ni)
+        for (int64_t ci = 0; ci < c; ++ci)
+          for (int64_t i = 0; i < inner; ++i)
+            bmean[per_activation ? ci * inner + i : ci] += xp[(ni * c + ci) * inner + i];
+      for (double& v : bmean) v /= cnt;
+      for (int64_t ni = 0; ni < n; ++ni)
+        for (int64_t ci = 0; ci < c; ++ci)
+          for (int64_t i = 0; i < inner; ++i) {
+            const int64_t pi = per_activation ? ci * inner + i : ci;
+            const double d = xp[(ni * c + ci) * inner + i] - bmean[pi];
+            bvar[pi] += d * d;
+          }
+      for (double& v : bvar) v /= cnt;
+    }
+    const std::vector<double>& um = training ? bmean : mean;
+    const std::vector<double>& uv = training ? bvar : var;
+    ComputeOutput<C> out(y);
+    C* yp = out.data();
+    parallel_range(ctx, n * c, 4, [&](int64_t begin, int64_t end) {
+      for (int64_t nc = begin; nc < end; ++nc) {
+        const int64_t ci = nc % c;
+        for (int64_t i = 0; i < inner; ++i) {
+          const int64_t pi = per_activation ? ci * inner + i : ci;
+          const double a = scale[pi] / std::sqrt(uv[pi] + eps);
+          yp[nc * inner + i] = static_cast<C>((xp[nc * inner + i] - um[pi]) * a + bias[pi]);
+        }
+      }
+    });
+    out.finish();
+    if (training) {
+      // Opset 14+: running_mean, running_var. Opset < 14: mean, var, saved_mean, saved_var.
+      for (size_t o = 1; o < ctx.num_outputs() && o < 5; ++o) {
+        if (!ctx.output_wanted(o)) continue;
+        const TensorView* like = ctx.input(o <= 2 ? o + 2 : 3);
+        TensorView* t = nullptr;
+        Status st = ctx.allocate_output(o, like->dtype, like->dims, &t);
+        if (!st.is_ok()) continue;
+        ComputeOutput<double> to(t);
+        for (int64_t i = 0; i < pn; ++i) {
+          double v;
+          if (o == 1) v = mean[i] * momentum + bmean[i] * (1 - momentum);
+          else if (o == 2) v = var[i] * momentum + bvar[i] * (1 - momentum);
+          else if (o == 3) v = bmean[i];
+          else v = bvar[i];
+          to.data()[i] = v;
+        }
+        to.finish();
+      }
+    }
+  });
+  return Status::ok();
+}
+
+Status kernel_InstanceNormalization(OpContext& ctx) {
+  const TensorView* x = ctx.input(0);
+  const TensorView* sc = ctx.input(1);
+  const TensorView* bi = ctx.input(2);
+  if (!x || !sc || !bi) return ctx.error(StatusCode::kInvalidArgument, "expects inputs input, scale and B");
+  if (x->dims.size() < 3)
+    return ctx.error(StatusCode::kInvalidArgument, "input must be [N, C, D...], got ", dims_str(x->dims));
+  if (!is_float_dtype(x->dtype)) return ctx.error(StatusCode::kInvalidArgument, "input must be a float tensor");
+  const int64_t n = x->dims[0], c = x->dims[1], inner = product(x->dims, 2);
+  if (sc->numel() != c || bi->numel() != c)
+    return ctx.error(StatusCode::kInvalidArgument, "scale and B must have ", c, " elements");
+  const double eps = ctx.attrs().get_float("epsilon", 1e-5f);
+  TensorView* y = nullptr;
+  CUVIL_RETURN_IF_ERROR(ctx.allocate_output(0, x->dtype, x->dims, &y));
+  visit_compute_float(x->dtype, [&](auto tag) {
+    using C = typename decltype(tag)::type;
+    std::vector<C> xb;
+    const C* xp = compute_data<C>(*x, &xb);
+    ComputeOutput<C> out(y);
+    C* yp = out.data();
+    parallel_range(ctx, n * c, 1, [&](int64_t begin, int64_t end) {
+      for (int64_t nc = begin; nc < end; ++nc) {
+        const C* xs = xp + nc * inner;
+        double mean = 0, var = 0;
+        for (int64_t i = 0; i < inner; ++i) mean += xs[i];
+        mean /= static_cast<double>(std::max<int64_t>(inner, 1));
+        for (int64_t i = 0; i < inner; ++i) var += (xs[i] - mean) * (xs[i] - mean);
+        var /= static_cast<double>(std::max<int64_t>(inner, 1));
+        const double a = load_as_double(*sc, nc % c) / std::sqrt(var + eps);
+        const double b = load_as_double(*bi, nc % c);
+        for (int64_t i = 0; i < inner; ++i) yp[nc * inner + i] = static_cast<C>((xs[i] - mean) * a + b);
+      }
+    });
+    out.finish();
+  });
+  return Status::ok();
+}
+
+namespace {
+
+DType stash_dtype(int64_t code) {
+  switch (code) {
+    case 10: return DType::Float16;
+    case 11: return DType::Double;
+    case 16: return DType::BFloat16;
+    default: return DType::Float;
+  }
+}
+
+// Expands a parameter that broadcasts to `dims` into one value per element of dims.
+Status expand_param(OpContext& ctx, const TensorView* t, const std::vector<int64_t>& dims, const char* what,
+                    double fallback, std::vector<double>* out) {
+  const int64_t n = product(dims);
+  out->assign(static_cast<size_t>(n), fallback);
+  if (!t) return Status::ok();
+  std::vector<int64_t> b;
+  if (t->dims.size() > dims.size() || !broadcast_shape(t->dims, dims, &b) || b != dims)
+    return ctx.error(StatusCode::kInvalidArgument, what, " ", dims_str(t->dims), " does not broadcast to ", dims_str(dims));
+  const std::vector<int64_t> st = broadcast_strides(t->dims, dims);
+  std::vector<int64_t> idx(dims.size(), 0);
+  for (int64_t i = 0; i < n; ++i) {
+    int64_t off = 0;
+    for (size_t d = 0; d < dims.size(); ++d) off += idx[d] * st[d];
+    (*out)[i] = load_as_double(*t, off);
+    for (size_t d = dims.size(); d-- > 0;) {
+      if (++idx[d] < dims[d]) break;
+      idx[d] = 0;
+    }
+  }
+  return Status::ok();
+}
+
+}  // namespace
+
+Status kernel_LayerNormalization(OpContext& ctx) {
+  const TensorView* x = ctx.input(0);
+  if (!x) return ctx.error(StatusCode::kInvalidArgument, "expects input X");
+  if (!is_float_dtype(x->dtype)) return ctx.error(StatusCode::kInvalidArgument, "X must be a float tensor");
+  const int64_t rank = static_cast<int64_t>(x->dims.size());
+  int64_t axis = 0;
+  if (!normalize_axis(ctx.attrs().get_int("axis", -1), rank, &axis))
+    return ctx.error(StatusCode::kInvalidArgument, "axis ", ctx.attrs().get_int("axis", -1), " is out of range for rank ", rank);
+  const double eps = ctx.attrs().get_float("epsilon", 1e-5f);
+  const DType stash = stash_dtype(ctx.attrs().get_int("stash_type", 1));
+  const std::vector<int64_t> norm_dims(x->dims.begin() + axis, x->dims.end());
+  const int64_t outer = product(x->dims, 0, static_cast<size_t>(axis)), inner = product(norm_dims);
+  std::vector<double> scale, bias;
+  CUVIL_RETURN_IF_ERROR(expand_param(ctx, ctx.input(1), norm_dims, "Scale", 1.0, &scale));
+  CUVIL_RETURN_IF_ERROR(expand_param(ctx, ctx.input(2), norm_dims, "B", 0.0, &bias));
+  TensorView* y = nullptr;
+  CUVIL_RETURN_IF_ERROR(ctx.allocate_output(0, x->dtype, x->dims, &y));
+  std::vector<int64_t> stat_dims(x->dims.begin(), x->dims.begin() + axis);
+  stat_dims.resize(x->dims.size(), 1);
+  TensorView* mean_out = nullptr;
+  TensorView* inv_out = nullptr;
+  if (ctx.num_outputs() > 1 && ctx.output_wanted(1))
+    CUVIL_RETURN_IF_ERROR(ctx.allocate_output(1, stash, stat_dims, &mean_out));
+  if (ctx.num_outputs() > 2 && ctx.output_wanted(2))
+    CUVIL_RETURN_IF_ERROR(ctx.allocate_output(2, stash, stat_dims, &inv_out));
+  std::vector<double> means(outer), invs(outer);
+  visit_compute_float(x->dtype, [&](auto tag) {
+    using C = typename decltype(tag)::type;
+    std::vector<C> xb;
+    const C* xp = compute_data<C>(*x, &xb);
+    ComputeOutput<C> out(y);
+    C* yp = out.data();
+    parallel_range(ctx, outer, 1, [&](int64_t begin, int64_t end) {
+      for (int64_t o = begin; o < end; ++o) {
+        const C* xs = xp + o * inner;
+        double mean = 0, var = 0;
+        for (int64_t i = 0; i < inner; ++i) mean += xs[i];
+        mean /= static_cast<double>(std::max<int64_t>(inner, 1));
+        for (int64_t i = 0; i < inner; ++i) var += (xs[i] - mean) * (xs[i] - mean);
+        var /= static_cast<double>(std::max<int64_t>(inner, 1));
+        const double inv = 1.0 / std::sqrt(var + eps);
+        means[o] = mean;
+        invs[o] = inv;
+        for (int64_t i = 0; i < inner; ++i)
+          yp[o * inner + i] = static_cast<C>((xs[i] - mean) * inv * scale[i] + bias[i]);
+      }
+    });
+    out.finish();
+  });
+  auto store = [&](TensorView* t, const std::vector<double>& v) {
+    if (!t) return;
+    ComputeOutput<double> o(t);
+    std::copy(v.begin(), v.end(), o.data());
+    o.finish();
+  };
+  store(mean_out, means);
+  store(inv_out, invs);
+  return Status::ok();
+}
+
+Status kernel_GroupNormalization(OpContext& ctx) {
+  const TensorView* x = ctx.input(0);
+  const TensorView* sc = ctx.input(1);
+  const TensorView* bi = ctx.input(2);
+  if (!x || !sc || !bi) return ctx.error(StatusCode::kInvalidArgument, "expects inputs X, scale and bias");
+  if (!is_float_dtype(x->dtype)) return ctx.error(StatusCode::kInvalidArgument, "X must be a float tensor");
+  if (x->dims.size() < 2) return ctx.error(StatusCode::kInvalidArgument, "X must be [N, C, ...], got ", dims_str(x->dims));
+  const int64_t groups = ctx.attrs().get_int("num_groups", 0);
+  const int64_t n = x->dims[0], c = x->dims[1], inner = product(x->dims, 2);
+  if (groups < 1 || c % groups != 0)
+    return ctx.error(StatusCode::kInvalidArgument, "num_groups = ", groups, " must be >= 1 and divide ", c, " channels");
+  const int64_t cpg = c / groups;
+  const bool per_channel = sc->numel() == c;
+  if ((!per_channel && sc->numel() != groups) || bi->numel() != sc->numel())
+    return ctx.error(StatusCode::kInvalidArgument, "scale and bias must have ", c, " (or num_groups) elements, got ",
+                     dims_str(sc->dims), " and ", dims_str(bi->dims));
+  const double eps = ctx.attrs().get_float("epsilon", 1e-5f);
+  TensorView* y = nullptr;
+  CUVIL_RETURN_IF_ERROR(ctx.allocate_output(0, x->dtype, x->dims, &y));
+  visit_compute_float(x->dtype, [&](auto tag) {
+    using C = typename decltype(tag)::type;
+    std::vector<C> xb;
+    const C* xp = compute_data<C>(*x, &xb);
+    ComputeOutput<C> out(y);
+    C* yp = out.data();
+    const int64_t gsize = cpg * inner;
+    parallel_range(ctx, n * groups, 1, [&](int64_t begin, int64_t end) {
+      for (int64_t ng = begin; ng < end; ++ng) {
+        const C* xs = xp + ng * gsize;
+        double mean = 0, var = 0;
+        for (int64_t i = 0; i < gsize; ++i) mean += xs[i];
+        mean /= static_cast<double>(std::max<int64_t>(gsize, 1));
+        for (int64_t i = 0; i < gsize; ++i) var += (xs[i] - mean) * (xs[i] - mean);
+        var /= static_cast<double>(std::max<int64_t>(gsize, 1));
+        const double inv = 1.0 / std::sqrt(var + eps);
+        const int64_t g = ng % groups;
+        for (int64_t cc = 0; cc < cpg; ++cc) {
+          const int64_t pi = per_channel ? g * cpg + cc : g;
+          const double a = load_as_double(*sc, pi) * inv, b = load_as_double(*bi, pi);
+          for (int64_t i = 0; i < inner; ++i)
+            yp[ng * gsize + cc * inner + i] = static_cast<C>((xs[cc * inner + i] - mean) * a + b);
+        }
+      }
+    });
+    out.finish();
+  });
+  return Status::ok();
+}
+
+Status kernel_LRN(OpContext& ctx) {
+  const TensorView* x = ctx.input(0);
+  if (!x) return ctx.error(StatusCode::kInvalidArgument, "expects input X");
+  if (!is_float_dtype(x->dtype)) return ctx.error(StatusCode::kInvalidArgument, "X must be a float tensor");
+  if (x->dims.size() < 2) return ctx.error(StatusCode::kInvalidArgument, "X must be [N, C, ...], got ", dims_str(x->dims));
+  const int64_t size = ctx.attrs().get_int("size", 0);
+  if (size < 1) return ctx.error(StatusCode::kInvalidArgument, "size = ", size, " must be >= 1");
+  const double alpha = ctx.attrs().get_float("alpha", 1e-4f), beta = ctx.attrs().get_float("beta", 0.75f);
+  const double bias = ctx.attrs().get_float("bias", 1.0f);
+  const int64_t n = x->dims[0], c = x->dims[1], inner = product(x->dims, 2);
+  const int64_t lo = (size - 1) / 2, hi = size - 1 - lo;
+  TensorView* y = nullptr;
+  CUVIL_RETURN_IF_ERROR(ctx.allocate_output(0, x->dtype, x->dims, &y));
+  visit_compute_float(x->dtype, [&](auto tag) {
+    using C = typename decltype(tag)::type;
+    std::vector<C> xb;
+    const C* xp = compute_data<C>(*x, &xb);
+    ComputeOutput<C> out(y);
+    C* yp = out.data();
+    parallel_range(ctx, n * c, 1, [&](int64_t begin, int64_t end) {
+      for (int64_t nc = begin; nc < end; ++nc) {
+        const int64_t ni = nc / c, ci = nc % c;
+        const int64_t c0 = std::max<int64_t>(0, ci - lo), c1 = std::min<int64_t>(c - 1, ci + hi);
+        for (int64_t i = 0; i < inner; ++i) {
+          double sq = 0;
+          for (int64_t cc = c0; cc <= c1; ++cc) {
+            const double v = xp[(ni * c + cc) * inner + i];
+            sq += v * v;
+          }
+          yp[nc * inner + i] = static_cast<C>(xp[nc * inner + i] / std::pow(bias + alpha / size * sq, beta));
+        }
+      }
+    });
+    out.finish();
+  });
+  return Status::ok();
+}
+
+Status kernel_MeanVarianceNormalization(OpContext& ctx) {
+  const TensorView* x = ctx.input(0);
+  if (!x) return ctx.error(StatusCode::kInvalidArgument, "expects input X");
+  if (!is_float_dtype(x->dtype)) return ctx.error(StatusCode::kInvalidArgument, "X must be a float tensor");
+  const int64_t rank = static_cast<int64_t>(x->dims.size());
+  std::vector<int64_t> axes = ctx.attrs().get_ints("axes");
+  if (!ctx.attrs().has("axes")) axes = {0, 2, 3};
+  std::vector<bool> reduced(static_cast<size_t>(rank), false);
+  for (int64_t a : axes) {
+    int64_t na = 0;
+    if (!normalize_axis(a, rank, &na))
+      return ctx.error(StatusCode::kInvalidArgument, "axis ", a, " is out of range for rank ", rank);
+    reduced[na] = true;
+  }
+  // Kept dims index the statistics; the element -> statistic map is a strided walk.
+  std::vector<int64_t> kept_stride(static_cast<size_t>(rank), 0);
+  int64_t stats = 1;
+  for (int64_t d = rank; d-- > 0;)
+    if (!reduced[d]) {
+      kept_stride[d] = stats;
+      stats *= x->dims[d];
+    }
+  const int64_t total = x->numel();
+  std::vector<int64_t> map(static_cast<size_t>(total));
+  {
+    std::vector<int64_t> idx(static_cast<size_t>(rank), 0);
+    for (int64_t i = 0; i < total; ++i) {
+      int64_t s = 0;
+      for (int64_t d = 0; d < rank; ++d) s += idx[d] * kept_stride[d];
+      map[i] = s;
+      for (int64_t d = rank; d-- > 0;) {
+        if (++idx[d] < x->dims[d]) break;
+        idx[d] = 0;
+      }
+    }
+  }
+  TensorView* y = nullptr;
+  CUVIL_RETURN_IF_ERROR(ctx.allocate_output(0, x->dtype, x->dims, &y));
+  visit_compute_float(x->dtype, [&](auto tag) {
+    using C = typename decltype(tag)::type;
+    std::vector<C> xb;
+    const C* xp = compute_data<C>(*x, &xb);
+    std::vector<double> sum(stats, 0.0), sq(stats, 0.0);
+    std::vector<int64_t> cnt(stats, 0);
+    for (int64_t i = 0; i < total; ++i) {
+      sum[map[i]] += xp[i];
+      sq[map[i]] += static_cast<double>(xp[i]) * xp[i];
+      ++cnt[map[i]];
+    }
+    ComputeOutput<C> out(y);
+    for (int64_t i = 0; i < total; ++i) {
+      const double k = static_cast<double>(std::max<int64_t>(cnt[map[i]], 1));
+      const double mean = sum[map[i]] / k;
+      const double var = std::max(sq[map[i]] / k - mean * mean, 0.0);
+      out.data()[i] = static_cast<C>((xp[i] - mean) / (std::sqrt(var) + 1e-9));
+    }
+    out.finish();
+  });
+  return Status::ok();
+}
+
+// ---- GridSample ----------------------------------------------------------------------------
+
+namespace {
+
+double gs_reflect(double x, double lo, double hi) {
+  const double range = hi - lo;
+  if (range <= 0) return lo;
+  if (x < lo) {
+    const double dx = lo - x;
+    const double n = std::floor(dx / range);
+    const double r = dx - n * range;
+    return std::fmod(n, 2.0) == 0 ? lo + r : hi - r;
+  }
+  if (x > hi) {
+    const double dx = x - hi;
+    const double n = std::floor(dx / range);
+    const double r = dx - n * range;
+    return std::fmod(n, 2.0) == 0 ? hi - r : lo + r;
+  }
+  return x;
+}
+
+void cubic_coeffs(double t, double c[4]) {
+  constexpr double a = -0.75;
+  const double x = std::fabs(t);
+  c[0] = ((a * (x + 1) - 5 * a) * (x + 1) + 8 * a) * (x + 1) - 4 * a;
+  c[1] = ((a + 2) * x - (a + 3)) * x * x + 1;
+  c[2] = ((a + 2) * (1 - x) - (a + 3)) * (1 - x) * (1 - x) + 1;
+  c[3] = ((a * (2 - x) - 5 * a) * (2 - x) + 8 * a) * (2 - x) - 4 * a;
+}
+
+}  // namespace
+
+Status kernel_GridSample(OpContext& ctx) {
+  const TensorView* x = ctx.input(0);
+  const TensorView* grid = ctx.input(1);
+  if (!x || !grid) return ctx.error(StatusCode::kInvalidArgument, "expects inputs X and grid");
+  const size_t r = x->dims.size();
+  if (r < 3 || grid->dims.size() != r || grid->dims[0] != x->dims[0] || grid->dims[r - 1] != static_cast<int64_t>(r - 2))
+    return ctx.error(StatusCode::kInvalidArgument, "X ", dims_str(x->dims), " and grid ", dims_str(grid->dims),
+                     " must be [N, C, D...] and [N, D_out..., ", r - 2, "]");
+  if (!is_float_dtype(x->dtype) || !is_float_dtype(grid->dtype))
+    return ctx.error(StatusCode::kInvalidArgument, "X and grid must be float tensors");
+  std::string mode = ctx.attrs().get_string("mode", ctx.opset() >= 20 ? "linear" : "bilinear");
+  if (mode == "bilinear") mode = "linear";
+  if (mode == "bicubic") mode = "cubic";
+  const std::string padding = ctx.attrs().get_string("padding_mode", "zeros");
+  const bool align = ctx.attrs().get_int("align_corners", 0) != 0;
+  if (mode != "linear" && mode != "nearest" && mode != "cubic")
+    return ctx.error(StatusCode::kInvalidArgument, "mode '", mode, "' is invalid");
+  if (padding != "zeros" && padding != "border" && padding != "reflection")
+    return ctx.error(StatusCode::kInvalidArgument, "padding_mode '", padding, "' is invalid");
+  const size_t sr = r - 2;
+  if (mode == "cubic" && sr > 3) return ctx.error(StatusCode::kUnsupported, "cubic mode supports up to 3 spatial dims");
+  const int64_t n = x->dims[0], c = x->dims[1];
+  const std::vector<int64_t> in(x->dims.begin() + 2, x->dims.end());
+  const std::vector<int64_t> gout(grid->dims.begin() + 1, grid->dims.end() - 1);
+  std::vector<int64_t> out_dims = {n, c};
+  out_dims.insert(out_dims.end(), gout.begin(), gout.end());
+  CUVIL_RETURN_IF_ERROR(check_numel(ctx, out_dims, "output"));
+  const int64_t pin = product(in), pout = product(gout);
+  TensorView* y = nullptr;
+  CUVIL_RETURN_IF_ERROR(ctx.allocate_output(0, x->dtype, out_dims, &y));
+  const int taps = mode == "nearest" ? 1 : (mode == "linear" ? 2 : 4);
+  int64_t corners = 1;
+  for (size_t d = 0; d < sr; ++d) corners *= taps;
+  std::vector<double> gb;
+  const double* gp = compute_data<double>(*grid, &gb);
+  visit_compute_float(x->dtype, [&](auto tag) {
+    using C = typename decltype(tag)::type;
+    std::vector<C> xb;
+    const C* xp = compute_data<C>(*x, &xb);
+    ComputeOutput<C> out(y);
+    C* yp = out.data();
+    parallel_range(ctx, n * pout, 16, [&](int64_t begin, int64_t end) {
+      std::vector<int64_t> base(sr), idx(sr), offs(static_cast<size_t>(corners));
+      std::vector<double> wts(static_cast<size_t>(corners));
+      std::vector<std::vector<double>> tapw(sr, std::vector<double>(4));
+      for (int64_t np = begin; np < end; ++np) {
+        const int64_t ni = np / pout, p = np % pout;
+        const double* g = gp + np * sr;
+        bool nan = false;
+        for (size_t d = 0; d < sr; ++d) {
+          const double size = static_cast<double>(in[d]);
+          double v = g[sr - 1 - d];  // grid's last axis lists x (innermost dim) first
+          if (std::isnan(v)) {
+            nan = true;
+            v = 0;
+          }
+          v = align ? (v + 1) / 2 * (size - 1) : ((v + 1) * size - 1) / 2;
+          const double lo = align ? 0 : -0.5, hi = align ? size - 1 : size - 0.5;
+          if (mode == "nearest") v = std::nearbyint(v);
+          if (v < lo || v > hi) {
+            if (padding == "border") v = std::min(std::max(v, 0.0), size - 1);
+            else if (padding == "reflection") v = gs_reflect(v, lo, hi);
+          }
+          v = std::min(std::max(v, -1e9), 1e9);
+          const double fl = std::floor(v);
+          if (mode == "nearest") {
+            base[d] = static_cast<int64_t>(v);
+            tapw[d][0] = 1;
+          } else if (mode == "linear") {
+            base[d] = static_cast<int64_t>(fl);
+            tapw[d][0] = fl + 1 - v;
+            tapw[d][1] = v - fl;
+          } else {
+            base[d] = static_cast<int64_t>(fl) - 1;
+            double cc[4];
+            cubic_coeffs(v - fl, cc);
+            for (int k = 0; k < 4; ++k) tapw[d][k] = cc[k];
+          }
+        }
+        // Resolve every corner to an element offset (-1: zero padding) and a weight.
+        for (int64_t k = 0; k < corners; ++k) {
+          int64_t rem = k;
+          double wt = 1;
+          bool zero = nan;
+          for (size_t d = sr; d-- > 0;) {
+            const int64_t t = rem % taps;
+            rem /= taps;
+            int64_t i = base[d] + t;
+            wt *= tapw[d][t];
+            const int64_t size = in[d];
+            if (i < 0 || i >= size) {
+              if (padding == "zeros" || size == 0) {
+                zero = true;
+              } else if (padding == "border") {
+                i = std::min<int64_t>(std::max<int64_t>(i, 0), size - 1);
+              } else {
+                const double lo = align ? 0 : -0.5, hi = align ? size - 1 : size - 0.5;
+                i = static_cast<int64_t>(gs_reflect(static_cast<double>(i), lo, hi));
+                i = std::min<int64_t>(std::max<int64_t>(i, 0), size - 1);
+              }
+            }
+            idx[d] = i;
+          }
+          int64_t off = 0;
+          for (size_t d = 0; d < sr; ++d) off = off * in[d] + idx[d];
+          offs[k] = zero ? -1 : off;
+          wts[k] = wt;
+        }
+        for (int64_t ci = 0; ci < c; ++ci) {
+          const C* plane = xp + (ni * c + ci) * pin;
+          double acc = 0;
+          for (int64_t k = 0; k < corners; ++k)
+            if (offs[k] >= 0) acc += wts[k] * static_cast<double>(plane[offs[k]]);
+          yp[(ni * c + ci) * pout + p] = static_cast<C>(nan ? std::numeric_limits<double>::quiet_NaN() : acc);
+        }
+      }
+    });
+    out.finish();
+  });
+  return Status::ok();
+}
+
+// ---- Col2Im --------------------------------------------------------------------------------
+
+Status kernel_Col2Im(OpContext& ctx) {
+  const TensorView* x = ctx.input(0);
+  if (!x || !ctx.input(1) || !ctx.input(2))
+    return ctx.error(StatusCode::kInvalidArgument, "expects inputs input, image_shape and block_shape");
+  if (!is_float_dtype(x->dtype)) return ctx.error(StatusCode::kInvalidArgument, "input must be a float tensor");
+  std::vector<int64_t> image, block;
+  if (!read_int_tensor(ctx.input(1), &image) || !read_int_tensor(ctx.input(2), &block) || image.size() != block.size() ||
+      image.empty())
+    return ctx.error(StatusCode::kInvalidArgument, "image_shape and block_shape must be integer tensors of equal length");
+  if (x->dims.size() != 3) return ctx.error(StatusCode::kInvalidArgument, "input must be [N, C*prod(block), L], got ",
+                                            dims_str(x->dims));
+  for (int64_t v : image)
+    if (v < 1) return ctx.error(StatusCode::kInvalidArgument, "image_shape ", dims_str(image), " must be positive");
+  Window w;
+  CUVIL_RETURN_IF_ERROR(window_geometry(ctx, image, block, false, &w));
+  const int64_t kprod = product(block), blocks = product(w.out);
+  if (x->dims[1] % kprod != 0 || x->dims[2] != blocks)
+    return ctx.error(StatusCode::kInvalidArgument, "input ", dims_str(x->dims), " does not match block_shape ",
+                     dims_str(block), " (", blocks, " blocks)");
+  const int64_t n = x->dims[0], c = x->dims[1] / kprod, pimg = product(image);
+  std::vector<int64_t> out_dims = {n, c};
+  out_dims.insert(out_dims.end(), image.begin(), image.end());
+  CUVIL_RETURN_IF_ERROR(check_numel(ctx, out_dims, "output"));
+  TensorView* y = nullptr;
+  CUVIL_RETURN_IF_ERROR(ctx.allocate_output(0, x->dtype, out_dims, &y));
+  visit_compute_float(x->dtype, [&](auto tag) {
+    using C = typename decltype(tag)::type;
+    std::vector<C> xb;
+    const C* xp = compute_data<C>(*x, &xb);
+    ComputeOutput<C> out(y);
+    std::fill(out.data(), out.data() + n * c * pimg, C(0));
+    for (int64_t ni = 0; ni < n; ++ni)
+      col2im<C>(&ctx, xp + ni * c * kprod * blocks, w, c, out.data() + ni * c * pimg);
+    out.finish();
+  });
+  return Status::ok();
+}
+
+}  // namespace cuvil::rt::ops

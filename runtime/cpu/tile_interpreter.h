@@ -1,0 +1,26 @@
+// CPU interpreter for tile kernels (TileKernel in runtime/program.h). The kernel's domain is
+// walked as [rows, cols] tiles (cols = the last dim); each worker thread takes a share of the
+// tiles and runs the straight-line body on float32 tile registers in its own scratch memory,
+// so the per-instruction dispatch is paid once per tile (thousands of elements), not per
+// element. Before any tile runs, every access map is proven in bounds for the bound shapes:
+// executing a verified kernel cannot read or write outside its tensors.
+#pragma once
+
+#include <vector>
+
+#include "runtime/cpu/thread_pool.h"
+#include "runtime/expr_eval.h"
+#include "runtime/op_kernel.h"
+#include "runtime/program.h"
+
+namespace cuvil::rt {
+
+// Elements per tile register (the tile is up to rows x cols with rows * cols <= this).
+constexpr int64_t kTileElements = 4096;
+
+// `views` holds every tensor of the program; tensors the kernel stores must already have
+// storage with the domain's dims. `trace` prints each instruction of the first tile.
+Status run_tile_kernel(const Program& program, uint32_t kernel_index, ExprEvaluator& eval,
+                       std::vector<TensorView>& views, ThreadPool& pool);
+
+}  // namespace cuvil::rt

@@ -1,0 +1,42 @@
+// Evaluation of a program's expression table under the symbols bound so far. Each expression
+// is evaluated at most once per binding (cached); an expression that mentions an unbound
+// (data-dependent) symbol reports "unbound" until that symbol is bound. All arithmetic is
+// checked: overflow and division by zero are errors, never wrap.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "runtime/program.h"
+#include "runtime/status.h"
+
+namespace cuvil::rt {
+
+class ExprEvaluator {
+ public:
+  explicit ExprEvaluator(const Program& p);
+  void reset();  // forget all symbol values
+  // Binds a symbol; fails when already bound to another value or outside its range.
+  Status bind(uint32_t symbol, int64_t value, const std::string& source);
+  bool bound(uint32_t symbol) const { return sym_state_[symbol] != 0; }
+  int64_t symbol_value(uint32_t symbol) const { return sym_values_[symbol]; }
+  // Evaluates expression `id`. Sets *unbound (when given) instead of failing if a symbol is
+  // not bound yet.
+  Status eval(uint32_t id, int64_t* out, bool* unbound = nullptr);
+  // The single symbol the expression consists of, or kNone.
+  uint32_t as_symbol(uint32_t id) const;
+  std::string to_string(uint32_t id) const;  // infix text, for messages
+
+ private:
+  const Program& p_;
+  std::vector<int64_t> sym_values_;
+  std::vector<uint8_t> sym_state_;
+  std::vector<int64_t> values_;
+  std::vector<uint8_t> state_;  // 0 unknown, 1 known
+};
+
+// Infix text of an expression (also used by the disassembler).
+std::string expr_to_string(const Program& p, uint32_t id);
+
+}  // namespace cuvil::rt

@@ -1,0 +1,99 @@
+/* libcuvil: load a .cuvir package and run it.
+ *
+ * Conventions (IREE-style): functions return a cuvil_status, NULL on success; a non-NULL
+ * status carries a code and a message and must be freed with cuvil_status_free. Outputs come
+ * last. No exception or abort crosses this API; a session stays usable after a failed run.
+ *
+ * Thread safety: a cuvil_model is immutable after loading and may be shared by any number of
+ * sessions on any threads. A cuvil_session is used by one thread at a time; create one
+ * session per concurrent caller.
+ */
+#ifndef CUVIL_H_
+#define CUVIL_H_
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef enum cuvil_status_code {
+  CUVIL_OK = 0,
+  CUVIL_INVALID_ARGUMENT = 1, /* bad API use or bad input (dtype, rank, dims, sizes, names) */
+  CUVIL_INVALID_PACKAGE = 2,  /* the package failed verification */
+  CUVIL_UNSUPPORTED = 3,      /* e.g. no CUDA driver, unknown device */
+  CUVIL_IO = 4,               /* the file cannot be read */
+  CUVIL_SHAPE = 5,            /* a dim outside the compiled range, inconsistent dims */
+  CUVIL_RUNTIME = 6,          /* data-dependent failure while running (index out of range) */
+  CUVIL_OUT_OF_MEMORY = 7,
+  CUVIL_DEADLINE = 8,         /* the run exceeded its deadline */
+} cuvil_status_code;
+
+typedef struct cuvil_status_s* cuvil_status;
+cuvil_status_code cuvil_status_code_of(cuvil_status status);
+const char* cuvil_status_message(cuvil_status status); /* "" for NULL */
+void cuvil_status_free(cuvil_status status);
+
+/* Element types use ONNX TensorProto.DataType numbers (1 = float32, 7 = int64, 9 = bool). */
+typedef int32_t cuvil_dtype;
+const char* cuvil_dtype_name(cuvil_dtype dtype); /* "f32", "i64", ... */
+size_t cuvil_dtype_size(cuvil_dtype dtype);      /* bytes per element; 0 if not byte-sized */
+
+#define CUVIL_MAX_RANK 16
+
+typedef struct cuvil_model_s cuvil_model;
+typedef struct cuvil_session_s cuvil_session;
+
+/* Loads and fully verifies a package. The file is memory-mapped; weights are used in place. */
+cuvil_status cuvil_model_load_file(const char* path, cuvil_model** out_model);
+/* Loads from memory; the bytes are copied, so `data` may be freed after the call. */
+cuvil_status cuvil_model_load_memory(const void* data, size_t size, cuvil_model** out_model);
+void cuvil_model_release(cuvil_model* model);
+
+/* Description of an input or output. `shape` is the symbolic shape as text, e.g.
+ * "[batch, seq, 768]"; dims[i] is the size, or -1 where the dim is symbolic. Strings stay
+ * valid as long as the model. */
+typedef struct cuvil_tensor_info {
+  const char* name;
+  cuvil_dtype dtype;
+  int32_t rank;
+  int64_t dims[CUVIL_MAX_RANK];
+  const char* shape;
+} cuvil_tensor_info;
+
+size_t cuvil_model_input_count(const cuvil_model* model);
+size_t cuvil_model_output_count(const cuvil_model* model);
+cuvil_status cuvil_model_input_info(const cuvil_model* model, size_t index, cuvil_tensor_info* out_info);
+cuvil_status cuvil_model_output_info(const cuvil_model* model, size_t index, cuvil_tensor_info* out_info);
+
+typedef struct cuvil_session_options {
+  int32_t threads;            /* worker threads incl. the caller; 0 = all cores */
+  int64_t deadline_ms;        /* a run stops with CUVIL_DEADLINE after this long; 0 = none */
+} cuvil_session_options;
+void cuvil_session_options_init(cuvil_session_options* options);
+
+cuvil_status cuvil_session_create(cuvil_model* model, const cuvil_session_options* options,
+                                  cuvil_session** out_session);
+void cuvil_session_release(cuvil_session* session);
+
+/* Binds an input by name. The data is borrowed until the next cuvil_session_run returns;
+ * `bytes` must equal the product of dims times the element size. */
+cuvil_status cuvil_session_set_input(cuvil_session* session, const char* name, cuvil_dtype dtype,
+                                     int32_t rank, const int64_t* dims, const void* data,
+                                     size_t bytes);
+/* Runs with the inputs bound since the last run. All inputs must be bound. */
+cuvil_status cuvil_session_run(cuvil_session* session);
+/* Output of the last successful run: info (concrete dims) and a pointer to its data, valid
+ * until the next run or the session's release. */
+cuvil_status cuvil_session_get_output(cuvil_session* session, size_t index,
+                                      cuvil_tensor_info* out_info, const void** out_data,
+                                      size_t* out_bytes);
+/* Copies an output into a caller buffer of `capacity` bytes (CUVIL_INVALID_ARGUMENT if small). */
+cuvil_status cuvil_session_copy_output(cuvil_session* session, size_t index, void* buffer,
+                                       size_t capacity);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* CUVIL_H_ */

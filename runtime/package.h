@@ -1,0 +1,131 @@
+// The .cuvir package, format 1 (docs/format.md): a fixed header, a section table, and the
+// MANIFEST, WEIGHTS, PROGRAM and (optional) REPORT sections. write_package produces the bytes
+// (deterministically); LoadedPackage opens a file (memory-mapped, weights used in place) or a
+// memory buffer and verifies ALL of it before returning: header, section table bounds,
+// alignment and overlap, per-section CRC-32C, manifest text, program decoding and
+// verify_program (runtime/verifier.h). There is no path to a LoadedPackage around the checks.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "runtime/program.h"
+#include "runtime/status.h"
+
+namespace cuvil::rt {
+
+// ---- format 1 constants (docs/format.md) ----
+constexpr char kPackageMagic[8] = {'C', 'U', 'V', 'I', 'R', '\0', '\r', '\n'};
+constexpr uint16_t kFormatMajor = 1;
+constexpr uint16_t kFormatMinor = 0;
+constexpr uint32_t kKnownFeatures = 0;        // feature bits this runtime understands
+constexpr uint32_t kHeaderSize = 32;          // the format 1.0 header
+constexpr uint32_t kSectionEntrySize = 32;
+constexpr uint32_t kMaxSections = 1024;
+constexpr uint32_t kMaxSectionAlignment = 4096;
+constexpr uint32_t kWeightsAlignment = 64;
+constexpr uint32_t kSectionCritical = 1u;     // flags bit 0; bits 1-31 are reserved (zero)
+
+enum class SectionKind : uint32_t {
+  kManifest = 1,  // UTF-8 "key: value" lines
+  kWeights = 2,   // raw weight bytes, 64-byte aligned, used in place
+  kProgram = 3,   // encode_program bytes
+  kReport = 4,    // compile report text (optional, non-critical)
+};
+// "MANIFEST", "WEIGHTS", "PROGRAM", "REPORT", or "kind N" for others.
+std::string section_kind_name(uint32_t kind);
+
+struct SectionEntry {
+  uint32_t kind = 0;
+  uint32_t flags = 0;
+  uint64_t offset = 0;
+  uint64_t size = 0;
+  uint32_t alignment = 1;
+  uint32_t checksum = 0;  // CRC-32C (runtime/crc32.h) of the section's bytes
+};
+
+// ---- manifest ----
+struct ManifestEntry {
+  std::string key, value;
+};
+struct Manifest {
+  std::string text;
+  std::vector<ManifestEntry> entries;  // in file order; keys may repeat (input, output, ...)
+  // First value of `key`, or null.
+  const std::string* find(std::string_view key) const;
+  std::vector<std::string> find_all(std::string_view key) const;
+};
+// Checks UTF-8 and the line syntax (docs/format.md, "MANIFEST"); messages name the line.
+Status parse_manifest(std::string_view text, Manifest* out);
+// "format: 1.0" followed by one "key: value" line per entry. Line breaks inside a value
+// would change the meaning of the text, so they are written as spaces.
+std::string render_manifest(const std::vector<ManifestEntry>& entries);
+
+// ---- writing ----
+struct PackageContents {
+  std::string manifest;          // text, written verbatim (see render_manifest)
+  std::vector<uint8_t> weights;  // the WEIGHTS section
+  Program program;               // encoded with encode_program; not verified here
+  std::string report;            // REPORT section; omitted when empty
+};
+// The package bytes. Deterministic: the same contents give the same bytes (padding is zero,
+// nothing depends on time or environment). Writing a file atomically is the caller's job.
+std::vector<uint8_t> write_package(const PackageContents& contents);
+
+// ---- loading ----
+// An opened, fully verified package. Immutable: safe to share between threads and sessions.
+class LoadedPackage {
+ public:
+  // Maps `path` read-only (MAP_PRIVATE) and verifies it. Refuses non-regular files and empty
+  // files. Messages start with the path. Note: like any mmap, truncating the file while it
+  // is loaded is unsafe; replace package files by rename, never rewrite them in place.
+  static Status open_file(const std::string& path, std::shared_ptr<LoadedPackage>* out);
+  // Verifies `size` bytes at `data`. With copy=true the bytes are copied (into 4 KiB
+  // aligned memory) and `data` may be freed after the call; with copy=false they are used in
+  // place, must stay valid and unchanged while the package lives, and `data` must be 64-byte
+  // aligned so the weights are (kInvalidArgument otherwise).
+  static Status open_memory(const void* data, size_t size, bool copy,
+                            std::shared_ptr<LoadedPackage>* out);
+
+  ~LoadedPackage();
+  LoadedPackage(const LoadedPackage&) = delete;
+  LoadedPackage& operator=(const LoadedPackage&) = delete;
+
+  uint16_t format_major() const { return format_major_; }
+  uint16_t format_minor() const { return format_minor_; }
+  uint32_t features() const { return features_; }
+  const std::vector<SectionEntry>& sections() const { return sections_; }
+  const Manifest& manifest() const { return manifest_; }
+  const Program& program() const { return program_; }
+  // The WEIGHTS section, inside the mapping (or copy): 64-byte aligned, read-only.
+  const uint8_t* weights() const { return weights_; }
+  uint64_t weights_size() const { return weights_size_; }
+  const std::string& report() const { return report_; }
+  // The whole package.
+  const uint8_t* data() const { return data_; }
+  size_t size() const { return size_; }
+
+ private:
+  LoadedPackage() = default;
+  Status verify_and_decode();
+
+  const uint8_t* data_ = nullptr;
+  size_t size_ = 0;
+  void* mapping_ = nullptr;        // open_file: the mmap
+  size_t mapping_size_ = 0;
+  uint8_t* owned_ = nullptr;       // open_memory(copy=true): aligned copy
+  uint16_t format_major_ = 0, format_minor_ = 0;
+  uint32_t features_ = 0;
+  std::vector<SectionEntry> sections_;
+  Manifest manifest_;
+  Program program_;
+  std::string report_;
+  const uint8_t* weights_ = nullptr;
+  uint64_t weights_size_ = 0;
+};
+
+}  // namespace cuvil::rt

@@ -1,0 +1,445 @@
+#include "runtime/session.h"
+
+#include <algorithm>
+#include <cstdlib>
+#include <cstring>
+#include <thread>
+
+#include "runtime/cpu/tile_interpreter.h"
+#include "support/checked.h"
+
+namespace cuvil::rt {
+namespace {
+
+constexpr uint64_t kMaxTensorBytes = uint64_t{1} << 40;  // refuse absurd allocations
+
+std::string dims_text(const std::vector<int64_t>& dims) {
+  std::string s = "[";
+  for (size_t i = 0; i < dims.size(); ++i) s += (i ? ", " : "") + std::to_string(dims[i]);
+  return s + "]";
+}
+
+std::optional<uint64_t> byte_size(DType dtype, const std::vector<int64_t>& dims) {
+  auto n = checked_numel(dims);
+  if (!n) return std::nullopt;
+  auto bits = checked_mul_u64(static_cast<uint64_t>(*n), static_cast<uint64_t>(dtype_bits(dtype)));
+  if (!bits) return std::nullopt;
+  return (*bits + 7) / 8;
+}
+
+class PackageAttrReader : public AttrReader {
+ public:
+  explicit PackageAttrReader(const NodeRecord& node) : node_(node) {
+    for (const AttrValue& a : node.attrs)
+      if (a.kind == AttrValue::Kind::kTensor) {
+        TensorView v;
+        v.dtype = a.tensor_dtype;
+        v.dims = a.ints;
+        v.data = const_cast<uint8_t*>(a.tensor_bytes.data());
+        tensors_.emplace_back(a.name, v);
+      }
+  }
+  const AttrValue* find(const char* name) const {
+    for (const AttrValue& a : node_.attrs)
+      if (a.name == name) return &a;
+    return nullptr;
+  }
+  bool has(const char* name) const override { return find(name) != nullptr; }
+  int64_t get_int(const char* name, int64_t fallback) const override {
+    const AttrValue* a = find(name);
+    return a && a->kind == AttrValue::Kind::kInt && !a->ints.empty() ? a->ints[0] : fallback;
+  }
+  float get_float(const char* name, float fallback) const override {
+    const AttrValue* a = find(name);
+    if (a && a->kind == AttrValue::Kind::kFloat && !a->floats.empty()) return a->floats[0];
+    if (a && a->kind == AttrValue::Kind::kInt && !a->ints.empty()) return static_cast<float>(a->ints[0]);
+    return fallback;
+  }
+  std::string get_string(const char* name, const std::string& fallback) const override {
+    const AttrValue* a = find(name);
+    return a && a->kind == AttrValue::Kind::kString && !a->strings.empty() ? a->strings[0] : fallback;
+  }
+  std::vector<int64_t> get_ints(const char* name) const override {
+    const AttrValue* a = find(name);
+    return a && a->kind == AttrValue::Kind::kInts ? a->ints : std::vector<int64_t>{};
+  }
+  std::vector<float> get_floats(const char* name) const override {
+    const AttrValue* a = find(name);
+    return a && a->kind == AttrValue::Kind::kFloats ? a->floats : std::vector<float>{};
+  }
+  std::vector<std::string> get_strings(const char* name) const override {
+    const AttrValue* a = find(name);
+    return a && a->kind == AttrValue::Kind::kStrings ? a->strings : std::vector<std::string>{};
+  }
+  const TensorView* get_tensor(const char* name) const override {
+    for (const auto& [k, v] : tensors_)
+      if (k == name) return &v;
+    return nullptr;
+  }
+
+ private:
+  const NodeRecord& node_;
+  std::vector<std::pair<std::string, TensorView>> tensors_;
+};
+
+}  // namespace
+
+class RunOpContext : public OpContext {
+ public:
+  RunOpContext(Session& s, const NodeRecord& node) : s_(s), node_(node), attrs_(node) {}
+  const char* op_name() const override { return node_.op_type.c_str(); }
+  const char* node_name() const override { return node_.name.c_str(); }
+  int opset() const override { return node_.opset; }
+  const AttrReader& attrs() const override { return attrs_; }
+  size_t num_inputs() const override { return node_.inputs.size(); }
+  const TensorView* input(size_t i) const override {
+    if (i >= node_.inputs.size() || node_.inputs[i] == kNone) return nullptr;
+    return &s_.views_[node_.inputs[i]];
+  }
+  size_t num_outputs() const override { return node_.outputs.size(); }
+  bool output_wanted(size_t i) const override {
+    return i < node_.outputs.size() && node_.outputs[i] != kNone;
+  }
+  Status allocate_output(size_t i, DType dtype, const std::vector<int64_t>& dims,
+                         TensorView** out) override {
+    if (!output_wanted(i)) {
+      // The caller did not ask for this output: give the kernel scratch storage.
+      if (i >= scratch_.size()) scratch_.resize(i + 1);
+      auto bytes = byte_size(dtype, dims);
+      if (!bytes || *bytes > kMaxTensorBytes)
+        return error(StatusCode::kOutOfMemory, "output ", i, " would be too large");
+      scratch_[i].first.assign(*bytes, 0);
+      scratch_[i].second.dtype = dtype;
+      scratch_[i].second.dims = dims;
+      scratch_[i].second.data = scratch_[i].first.data();
+      *out = &scratch_[i].second;
+      return Status::ok();
+    }
+    const uint32_t t = node_.outputs[i];
+    if (dtype != s_.program_.tensors[t].dtype)
+      return error(StatusCode::kRuntime, "output ", i, " has dtype ", dtype_name(dtype),
+                   " but the compiled program expects ", dtype_name(s_.program_.tensors[t].dtype));
+    CUVIL_RETURN_IF_ERROR(s_.materialize(t, dims, std::string(op_name()) + " node '" + node_name() + "'"));
+    *out = &s_.views_[t];
+    return Status::ok();
+  }
+  int threads() const override { return s_.pool_.threads(); }
+  void parallel_for(int64_t n, int64_t grain, void (*fn)(void*, int64_t, int64_t), void* arg) override {
+    s_.pool_.parallel_for(n, grain, [&](int64_t b, int64_t e, int) { fn(arg, b, e); });
+  }
+
+ private:
+  Session& s_;
+  const NodeRecord& node_;
+  PackageAttrReader attrs_;
+  std::vector<std::pair<std::vector<uint8_t>, TensorView>> scratch_;
+};
+
+Session::Session(std::shared_ptr<const LoadedPackage> package, const SessionOptions& options)
+    : package_(std::move(package)),
+      program_(package_->program()),
+      options_(options),
+      pool_(options.threads > 0 ? options.threads
+                                : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()))),
+      eval_(program_) {
+  inputs_.resize(program_.inputs.size());
+  views_.resize(program_.tensors.size());
+  ready_.assign(program_.tensors.size(), 0);
+  heap_.resize(program_.tensors.size());
+}
+
+Session::~Session() { std::free(arena_); }
+
+Status Session::set_input(size_t index, DType dtype, const std::vector<int64_t>& dims,
+                          const void* data, size_t bytes) {
+  if (index >= program_.inputs.size())
+    return make_status(StatusCode::kInvalidArgument, "input index ", index, " out of range (model has ",
+                       program_.inputs.size(), " inputs)");
+  const TensorDesc& d = program_.tensors[program_.inputs[index]];
+  if (dtype != d.dtype)
+    return make_status(StatusCode::kInvalidArgument, "input '", d.name, "': dtype ", dtype_name(dtype),
+                       ", expected ", dtype_name(d.dtype));
+  if (dims.size() != d.dims.size())
+    return make_status(StatusCode::kInvalidArgument, "input '", d.name, "': rank ", dims.size(),
+                       ", expected ", d.dims.size());
+  for (size_t k = 0; k < dims.size(); ++k)
+    if (dims[k] < 0)
+      return make_status(StatusCode::kInvalidArgument, "input '", d.name, "': dim ", k, " is negative (", dims[k], ")");
+  auto need = byte_size(dtype, dims);
+  if (!need) return make_status(StatusCode::kInvalidArgument, "input '", d.name, "': size overflows");
+  if (*need != bytes)
+    return make_status(StatusCode::kInvalidArgument, "input '", d.name, "': buffer has ", bytes,
+                       " bytes but shape ", dims_text(dims), " of ", dtype_name(dtype), " needs ", *need);
+  if (!data && bytes > 0)
+    return make_status(StatusCode::kInvalidArgument, "input '", d.name, "': data is null");
+  InputBinding& b = inputs_[index];
+  b.set = true;
+  b.dtype = dtype;
+  b.dims = dims;
+  b.data = data;
+  b.bytes = bytes;
+  return Status::ok();
+}
+
+Status Session::set_input(const std::string& name, DType dtype, const std::vector<int64_t>& dims,
+                          const void* data, size_t bytes) {
+  for (size_t i = 0; i < program_.inputs.size(); ++i)
+    if (program_.tensors[program_.inputs[i]].name == name) return set_input(i, dtype, dims, data, bytes);
+  std::string names;
+  for (uint32_t t : program_.inputs) names += (names.empty() ? "" : ", ") + program_.tensors[t].name;
+  return make_status(StatusCode::kInvalidArgument, "unknown input '", name, "' (inputs: ", names, ")");
+}
+
+Status Session::bind_inputs() {
+  for (size_t i = 0; i < inputs_.size(); ++i)
+    if (!inputs_[i].set)
+      return make_status(StatusCode::kInvalidArgument, "input '",
+                         program_.tensors[program_.inputs[i]].name, "' is not set");
+  // Bare-symbol dims bind symbols; then every dim expression must agree with the input.
+  for (size_t i = 0; i < inputs_.size(); ++i) {
+    const TensorDesc& d = program_.tensors[program_.inputs[i]];
+    for (size_t k = 0; k < d.dims.size(); ++k) {
+      uint32_t s = eval_.as_symbol(d.dims[k]);
+      if (s != kNone)
+        CUVIL_RETURN_IF_ERROR(eval_.bind(s, inputs_[i].dims[k], "input '" + d.name + "' dim " + std::to_string(k)));
+    }
+  }
+  for (size_t i = 0; i < inputs_.size(); ++i) {
+    const TensorDesc& d = program_.tensors[program_.inputs[i]];
+    for (size_t k = 0; k < d.dims.size(); ++k) {
+      int64_t v = 0;
+      bool unbound = false;
+      CUVIL_RETURN_IF_ERROR(eval_.eval(d.dims[k], &v, &unbound));
+      if (unbound)
+        return make_status(StatusCode::kShape, "input '", d.name, "' dim ", k, " (",
+                           eval_.to_string(d.dims[k]), ") cannot be determined from the inputs");
+      if (v != inputs_[i].dims[k])
+        return make_status(StatusCode::kShape, "input '", d.name, "' dim ", k, " is ", inputs_[i].dims[k],
+                           " but the model requires ", eval_.to_string(d.dims[k]), " = ", v);
+    }
+  }
+  return Status::ok();
+}
+
+Status Session::eval_dims(uint32_t t, std::vector<int64_t>* dims, bool* unbound) {
+  const TensorDesc& d = program_.tensors[t];
+  dims->resize(d.dims.size());
+  *unbound = false;
+  for (size_t k = 0; k < d.dims.size(); ++k) {
+    bool u = false;
+    CUVIL_RETURN_IF_ERROR(eval_.eval(d.dims[k], &(*dims)[k], &u));
+    if (u) *unbound = true;
+  }
+  return Status::ok();
+}
+
+Status Session::prepare_tensors() {
+  int64_t arena_size = 0;
+  CUVIL_RETURN_IF_ERROR(eval_.eval(program_.arena_size, &arena_size));
+  if (arena_size < 0 || static_cast<uint64_t>(arena_size) > kMaxTensorBytes)
+    return make_status(StatusCode::kOutOfMemory, "arena of ", arena_size, " bytes is too large");
+  if (static_cast<size_t>(arena_size) > arena_capacity_) {
+    std::free(arena_);
+    size_t cap = std::max<size_t>(64, (static_cast<size_t>(arena_size) + 63) / 64 * 64);
+    arena_ = static_cast<uint8_t*>(std::aligned_alloc(64, cap));
+    if (!arena_) {
+      arena_capacity_ = 0;
+      return make_status(StatusCode::kOutOfMemory, "cannot allocate an arena of ", arena_size, " bytes");
+    }
+    arena_capacity_ = cap;
+  }
+  const uint8_t* weights = package_->weights();
+  for (uint32_t t = 0; t < program_.tensors.size(); ++t) {
+    const TensorDesc& d = program_.tensors[t];
+    TensorView& v = views_[t];
+    v.dtype = d.dtype;
+    v.data = nullptr;
+    ready_[t] = 0;
+    std::vector<int64_t> dims;
+    bool unbound = false;
+    switch (d.kind) {
+      case TensorKind::kInput: {
+        const InputBinding& b = inputs_[d.io_index];
+        v.dims = b.dims;
+        v.data = const_cast<void*>(b.data);
+        ready_[t] = 1;
+        break;
+      }
+      case TensorKind::kWeight:
+        CUVIL_RETURN_IF_ERROR(eval_dims(t, &dims, &unbound));
+        if (unbound) return make_status(StatusCode::kInvalidPackage, "weight '", d.name, "' has symbolic dims");
+        v.dims = dims;
+        v.data = const_cast<uint8_t*>(weights + d.weight_offset);
+        if (byte_size(d.dtype, dims).value_or(UINT64_MAX) != d.weight_size)
+          return make_status(StatusCode::kInvalidPackage, "weight '", d.name, "' size disagrees with its dims");
+        ready_[t] = 1;
+        break;
+      case TensorKind::kIntermediate:
+        if (d.arena_offset == kNone) break;  // dynamic: sized when produced
+        {
+          CUVIL_RETURN_IF_ERROR(eval_dims(t, &dims, &unbound));
+          if (unbound) return make_status(StatusCode::kInvalidPackage, "arena tensor '", d.name, "' has unbound dims");
+          int64_t off = 0;
+          CUVIL_RETURN_IF_ERROR(eval_.eval(d.arena_offset, &off));
+          auto bytes = byte_size(d.dtype, dims);
+          if (!bytes || off < 0 || !range_within(static_cast<uint64_t>(off), *bytes, static_cast<uint64_t>(arena_size)))
+            return make_status(StatusCode::kInvalidPackage, "arena tensor '", d.name, "' at offset ", off,
+                               " does not fit the ", arena_size, "-byte arena");
+          v.dims = dims;
+          v.data = arena_ + off;
+        }
+        break;
+      case TensorKind::kOutput: break;
+    }
+  }
+  return Status::ok();
+}
+
+Status Session::materialize(uint32_t t, const std::vector<int64_t>& dims, const std::string& who) {
+  const TensorDesc& d = program_.tensors[t];
+  if (dims.size() != d.dims.size())
+    return make_status(StatusCode::kShape, who, " produced '", d.name, "' with rank ", dims.size(),
+                       " but the compiled shape has rank ", d.dims.size());
+  for (size_t k = 0; k < dims.size(); ++k) {
+    int64_t v = 0;
+    bool unbound = false;
+    CUVIL_RETURN_IF_ERROR(eval_.eval(d.dims[k], &v, &unbound));
+    if (unbound) {
+      uint32_t s = eval_.as_symbol(d.dims[k]);
+      if (s == kNone)
+        return make_status(StatusCode::kShape, who, ": dim ", k, " of '", d.name, "' (",
+                           eval_.to_string(d.dims[k]), ") depends on a value not known yet");
+      CUVIL_RETURN_IF_ERROR(eval_.bind(s, dims[k], who + " output '" + d.name + "'"));
+      CUVIL_RETURN_IF_ERROR(eval_.eval(d.dims[k], &v));
+    }
+    if (v != dims[k])
+      return make_status(StatusCode::kShape, who, " produced '", d.name, "' with shape ", dims_text(dims),
+                         " but the compiled shape says dim ", k, " = ", eval_.to_string(d.dims[k]), " = ", v);
+  }
+  TensorView& view = views_[t];
+  if (d.kind == TensorKind::kIntermediate && d.arena_offset != kNone) {
+    ready_[t] = 1;  // storage assigned in prepare_tensors, dims equal by the checks above
+    return Status::ok();
+  }
+  auto bytes = byte_size(d.dtype, dims);
+  if (!bytes || *bytes > kMaxTensorBytes)
+    return make_status(StatusCode::kOutOfMemory, who, ": '", d.name, "' of shape ", dims_text(dims), " is too large");
+  heap_[t].resize(*bytes + 1);  // +1: a valid pointer for empty tensors
+  view.dims = dims;
+  view.data = heap_[t].data();
+  ready_[t] = 1;
+  return Status::ok();
+}
+
+Status Session::copy_tensor(uint32_t dst, uint32_t src) {
+  if (!ready_[src])
+    return make_status(StatusCode::kRuntime, "Copy: tensor '", program_.tensors[src].name, "' has no value");
+  CUVIL_RETURN_IF_ERROR(materialize(dst, views_[src].dims, "Copy"));
+  if (views_[src].bytes()) std::memmove(views_[dst].data, views_[src].data, views_[src].bytes());
+  return Status::ok();
+}
+
+Status Session::call_op(uint32_t node_index) {
+  const NodeRecord& node = program_.nodes[node_index];
+  OpKernelFn fn = find_op_kernel(node.domain, node.op_type);
+  if (!fn)
+    return make_status(StatusCode::kUnsupported, "no CPU kernel for op ", node.op_type, " (node '", node.name, "')");
+  for (uint32_t in : node.inputs)
+    if (in != kNone && !ready_[in])
+      return make_status(StatusCode::kRuntime, "node '", node.name, "' reads '", program_.tensors[in].name,
+                         "' before it has a value");
+  RunOpContext ctx(*this, node);
+  Status st = fn(ctx);
+  if (!st.is_ok()) return st;
+  for (uint32_t out : node.outputs)
+    if (out != kNone && !ready_[out])
+      return make_status(StatusCode::kRuntime, node.op_type, " node '", node.name, "' did not produce '",
+                         program_.tensors[out].name, "'");
+  return Status::ok();
+}
+
+Status Session::run_kernel(uint32_t kernel_index) {
+  const TileKernel& k = program_.kernels[kernel_index];
+  std::vector<int64_t> dims(k.domain.size());
+  for (size_t i = 0; i < dims.size(); ++i) CUVIL_RETURN_IF_ERROR(eval_.eval(k.domain[i], &dims[i]));
+  // Tensors the body stores get storage with the domain's dims; loaded ones must exist.
+  for (size_t pc = 0; pc < k.body.size();) {
+    auto op = static_cast<TileOpcode>(k.body[pc]);
+    if (op == TileOpcode::Store) {
+      uint32_t t = k.maps[k.body[pc + 1]].tensor;
+      if (!ready_[t]) CUVIL_RETURN_IF_ERROR(materialize(t, dims, "kernel " + k.name));
+    } else if (op == TileOpcode::Load) {
+      uint32_t t = k.maps[k.body[pc + 2]].tensor;
+      if (!ready_[t])
+        return make_status(StatusCode::kRuntime, "kernel ", k.name, " reads '", program_.tensors[t].name,
+                           "' before it has a value");
+    }
+    pc += 1 + std::strlen(tile_opcode_operands(op));
+  }
+  return run_tile_kernel(program_, kernel_index, eval_, views_, pool_);
+}
+
+Status Session::execute() {
+  const std::vector<uint32_t>& code = program_.code;
+  size_t pc = 0;
+  uint64_t steps = 0;
+  for (;;) {
+    if (options_.deadline_ms > 0 && (++steps & 63) == 0 && std::chrono::steady_clock::now() > deadline_)
+      return make_status(StatusCode::kDeadline, "run exceeded its deadline of ", options_.deadline_ms, " ms");
+    auto op = static_cast<Opcode>(code[pc]);
+    switch (op) {
+      case Opcode::End: return Status::ok();
+      case Opcode::CallOp: CUVIL_RETURN_IF_ERROR(call_op(code[pc + 1])); break;
+      case Opcode::RunKernel: CUVIL_RETURN_IF_ERROR(run_kernel(code[pc + 1])); break;
+      case Opcode::Jump:
+        if (options_.deadline_ms > 0 && std::chrono::steady_clock::now() > deadline_)
+          return make_status(StatusCode::kDeadline, "run exceeded its deadline of ", options_.deadline_ms, " ms");
+        pc = code[pc + 1];
+        continue;
+      case Opcode::JumpIfFalse: {
+        uint32_t t = code[pc + 1];
+        const TensorView& v = views_[t];
+        if (!ready_[t] || v.numel() < 1)
+          return make_status(StatusCode::kRuntime, "branch condition '", program_.tensors[t].name, "' has no value");
+        bool truth = false;
+        switch (v.dtype) {
+          case DType::Bool: case DType::UInt8: case DType::Int8: truth = *v.as<uint8_t>() != 0; break;
+          case DType::Int32: truth = *v.as<int32_t>() != 0; break;
+          case DType::Int64: truth = *v.as<int64_t>() != 0; break;
+          case DType::Float: truth = *v.as<float>() != 0.f; break;
+          default: return make_status(StatusCode::kRuntime, "branch condition has dtype ", dtype_name(v.dtype));
+        }
+        if (!truth) {
+          pc = code[pc + 2];
+          continue;
+        }
+        break;
+      }
+      case Opcode::Copy: CUVIL_RETURN_IF_ERROR(copy_tensor(code[pc + 1], code[pc + 2])); break;
+      case Opcode::kCount: return make_status(StatusCode::kInvalidPackage, "bad opcode at ", pc);
+    }
+    pc += 1 + std::strlen(opcode_operands(op));
+  }
+}
+
+Status Session::run() {
+  last_run_ok_ = false;
+  eval_.reset();
+  if (options_.deadline_ms > 0)
+    deadline_ = std::chrono::steady_clock::now() + std::chrono::milliseconds(options_.deadline_ms);
+  CUVIL_RETURN_IF_ERROR(bind_inputs());
+  CUVIL_RETURN_IF_ERROR(prepare_tensors());
+  CUVIL_RETURN_IF_ERROR(execute());
+  for (uint32_t t : program_.outputs)
+    if (!ready_[t])
+      return make_status(StatusCode::kRuntime, "output '", program_.tensors[t].name, "' was not produced");
+  last_run_ok_ = true;
+  return Status::ok();
+}
+
+const TensorView* Session::output(size_t index) const {
+  if (!last_run_ok_ || index >= program_.outputs.size()) return nullptr;
+  return &views_[program_.outputs[index]];
+}
+
+}  // namespace cuvil::rt

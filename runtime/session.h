@@ -1,0 +1,77 @@
+// A session runs one loaded program: it binds input shapes (evaluating the expression table:
+// the whole "JIT"), sizes the arena, checks every tile access of every kernel against the
+// bound shapes, and interprets the code (whole-tensor kernels through the op table, tile
+// kernels through runtime/cpu/tile_interpreter). A failed run leaves the session usable.
+#pragma once
+
+#include <chrono>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "runtime/cpu/thread_pool.h"
+#include "runtime/expr_eval.h"
+#include "runtime/op_kernel.h"
+#include "runtime/package.h"
+#include "runtime/program.h"
+
+namespace cuvil::rt {
+
+struct SessionOptions {
+  int threads = 0;          // 0 = hardware concurrency
+  int64_t deadline_ms = 0;  // 0 = none
+};
+
+class Session {
+ public:
+  Session(std::shared_ptr<const LoadedPackage> package, const SessionOptions& options);
+  ~Session();
+
+  const Program& program() const { return program_; }
+  // Input by position; data is borrowed until run() returns.
+  Status set_input(size_t index, DType dtype, const std::vector<int64_t>& dims, const void* data,
+                   size_t bytes);
+  Status set_input(const std::string& name, DType dtype, const std::vector<int64_t>& dims,
+                   const void* data, size_t bytes);
+  Status run();
+  // Valid after a successful run until the next run.
+  const TensorView* output(size_t index) const;
+
+ private:
+  struct Buffer;
+  Status bind_inputs();
+  Status prepare_tensors();
+  Status execute();
+  Status call_op(uint32_t node_index);
+  Status run_kernel(uint32_t kernel_index);
+  Status copy_tensor(uint32_t dst, uint32_t src);
+  // Gives tensor `t` storage for the given dims (arena slot, output buffer or heap).
+  Status materialize(uint32_t t, const std::vector<int64_t>& dims, const std::string& who);
+  Status eval_dims(uint32_t t, std::vector<int64_t>* dims, bool* unbound);
+
+  friend class RunOpContext;
+
+  std::shared_ptr<const LoadedPackage> package_;
+  const Program& program_;
+  SessionOptions options_;
+  ThreadPool pool_;
+  ExprEvaluator eval_;
+
+  struct InputBinding {
+    bool set = false;
+    DType dtype = DType::Undefined;
+    std::vector<int64_t> dims;
+    const void* data = nullptr;
+    size_t bytes = 0;
+  };
+  std::vector<InputBinding> inputs_;
+  std::vector<TensorView> views_;     // one per tensor
+  std::vector<uint8_t> ready_;        // tensor has storage this run
+  std::vector<std::vector<uint8_t>> heap_;  // dynamic tensors and outputs, per tensor
+  uint8_t* arena_ = nullptr;
+  size_t arena_capacity_ = 0;
+  bool last_run_ok_ = false;
+  std::chrono::steady_clock::time_point deadline_;
+};
+
+}  // namespace cuvil::rt

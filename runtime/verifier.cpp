@@ -1,0 +1,538 @@
+// Load-time verification of a decoded Program. One pass per table, in dependency order
+// (symbols, expressions, tensors, input/output lists, node records, kernels, code), so each
+// pass may rely on the ones before it. Instructions and tile bodies are decoded through the
+// operand-kind strings of runtime/isa.def; the few checks that depend on an opcode's meaning
+// (what a jump tests, what Copy or Store writes) are listed in one switch each.
+#include "runtime/verifier.h"
+
+#include <algorithm>
+#include <cstring>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "support/checked.h"
+
+namespace cuvil::rt {
+namespace {
+
+// ---- static checks of the ISA table: every operand kind is one the verifier knows ----
+constexpr bool kinds_within(const char* s, const char* allowed) {
+  for (; *s; ++s) {
+    bool found = false;
+    for (const char* a = allowed; *a; ++a) found = found || *a == *s;
+    if (!found) return false;
+  }
+  return true;
+}
+constexpr size_t const_strlen(const char* s) {
+  size_t n = 0;
+  while (s[n]) ++n;
+  return n;
+}
+#define CUVIL_INSN(name, operands)                                 \
+  static_assert(kinds_within(operands, "TNKJUBFI"),               \
+                "CUVIL_INSN " #name ": operand kind the verifier does not know");
+#include "runtime/isa.def"
+#undef CUVIL_INSN
+// The CPU tile interpreter decodes at most 4 operands per tile instruction.
+#define CUVIL_TILE(name, operands)                                                   \
+  static_assert(kinds_within(operands, "RMUBFI") && const_strlen(operands) <= 4,    \
+                "CUVIL_TILE " #name ": unknown operand kind or more than 4 operands");
+#include "runtime/isa.def"
+#undef CUVIL_TILE
+
+const char* expr_op_name(ExprOpKind k) {
+  switch (k) {
+    case ExprOpKind::kConst: return "Const";
+    case ExprOpKind::kSymbol: return "Symbol";
+    case ExprOpKind::kAdd: return "Add";
+    case ExprOpKind::kMul: return "Mul";
+    case ExprOpKind::kFloorDiv: return "FloorDiv";
+    case ExprOpKind::kMod: return "Mod";
+    case ExprOpKind::kMin: return "Min";
+    case ExprOpKind::kMax: return "Max";
+  }
+  return "?";
+}
+constexpr uint8_t kLastExprOp = static_cast<uint8_t>(ExprOpKind::kMax);
+constexpr uint8_t kLastTensorKind = static_cast<uint8_t>(TensorKind::kIntermediate);
+constexpr uint8_t kLastAttrKind = static_cast<uint8_t>(AttrValue::Kind::kTensor);
+
+// Floor division and modulo as the evaluator computes them (runtime/expr_eval.cpp).
+std::optional<int64_t> apply_expr_op(ExprOpKind k, int64_t a, int64_t b) {
+  switch (k) {
+    case ExprOpKind::kAdd: return checked_add(a, b);
+    case ExprOpKind::kMul: return checked_mul(a, b);
+    case ExprOpKind::kFloorDiv:
+    case ExprOpKind::kMod: {
+      if (b == 0 || (a == INT64_MIN && b == -1)) return std::nullopt;
+      int64_t q = a / b, r = a % b;
+      if (r != 0 && ((r < 0) != (b < 0))) {
+        --q;
+        r += b;
+      }
+      return k == ExprOpKind::kFloorDiv ? q : r;
+    }
+    case ExprOpKind::kMin: return std::min(a, b);
+    case ExprOpKind::kMax: return std::max(a, b);
+    default: return std::nullopt;
+  }
+}
+
+class ProgramVerifier {
+ public:
+  ProgramVerifier(const Program& p, uint64_t weights_size) : p_(p), weights_size_(weights_size) {}
+
+  Status run() {
+    if (p_.weights_size != weights_size_)
+      return fail("program refers to a weights section of ", p_.weights_size,
+                  " bytes, but the package's has ", weights_size_);
+    CUVIL_RETURN_IF_ERROR(check_symbols());
+    CUVIL_RETURN_IF_ERROR(check_expressions());
+    CUVIL_RETURN_IF_ERROR(check_tensors());
+    CUVIL_RETURN_IF_ERROR(check_io_list(p_.inputs, TensorKind::kInput, "input"));
+    CUVIL_RETURN_IF_ERROR(check_io_list(p_.outputs, TensorKind::kOutput, "output"));
+    CUVIL_RETURN_IF_ERROR(check_nodes());
+    CUVIL_RETURN_IF_ERROR(check_kernels());
+    return check_code();
+  }
+
+ private:
+  template <typename... Parts>
+  static Status fail(const Parts&... parts) {
+    return make_status(StatusCode::kInvalidPackage, parts...);
+  }
+  std::string tensor_label(uint32_t t) const {
+    return "tensor " + std::to_string(t) + " ('" + p_.tensors[t].name + "')";
+  }
+  // "<what> <v> out of range (have <n>)" as the tail of a message.
+  static std::string out_of_range(const char* what, uint64_t v, size_t n) {
+    return std::string(what) + " " + std::to_string(v) + " out of range (have " +
+           std::to_string(n) + ")";
+  }
+  bool expr_ok(uint32_t id) const { return id < p_.exprs.size(); }
+  bool writable(uint32_t t) const {
+    TensorKind k = p_.tensors[t].kind;
+    return k == TensorKind::kOutput || k == TensorKind::kIntermediate;
+  }
+
+  Status check_symbols() {
+    for (size_t i = 0; i < p_.symbols.size(); ++i) {
+      const Symbol& s = p_.symbols[i];
+      if (s.name.empty()) return fail("symbol ", i, ": empty name");
+      if (s.lo < 0 || s.lo > s.hi)
+        return fail("symbol ", i, " ('", s.name, "'): range [", s.lo, ", ", s.hi,
+                    "] is empty or negative");
+      for (size_t j = 0; j < i; ++j)
+        if (p_.symbols[j].name == s.name)
+          return fail("symbol ", i, " ('", s.name, "'): name already used by symbol ", j);
+    }
+    return Status::ok();
+  }
+
+  // Simulates each expression's postfix code; evaluates the ones without symbols.
+  Status check_expressions() {
+    const_values_.assign(p_.exprs.size(), std::nullopt);
+    for (size_t i = 0; i < p_.exprs.size(); ++i) {
+      const ExprRange& r = p_.exprs[i];
+      if (r.count == 0) return fail("expression ", i, ": empty code");
+      if (!range_within(r.begin, r.count, p_.expr_code.size()))
+        return fail("expression ", i, ": code [", r.begin, ", +", r.count,
+                    ") outside the expression code (", p_.expr_code.size(), " ops)");
+      int64_t stack[kMaxExprStackDepth];
+      uint32_t depth = 0;
+      bool constant = true;
+      for (uint32_t k = 0; k < r.count; ++k) {
+        const ExprOp& op = p_.expr_code[r.begin + k];
+        const uint8_t kind = static_cast<uint8_t>(op.kind);
+        if (kind > kLastExprOp)
+          return fail("expression ", i, ": op ", k, " has unknown kind ", static_cast<int>(kind));
+        if (op.kind == ExprOpKind::kConst || op.kind == ExprOpKind::kSymbol) {
+          if (op.kind == ExprOpKind::kSymbol) {
+            if (op.value < 0 || static_cast<uint64_t>(op.value) >= p_.symbols.size())
+              return fail("expression ", i, ": op ", k, ": ",
+                          out_of_range("symbol", static_cast<uint64_t>(op.value), p_.symbols.size()));
+            constant = false;
+          }
+          if (depth == kMaxExprStackDepth)
+            return fail("expression ", i, ": needs a stack deeper than ", kMaxExprStackDepth);
+          stack[depth++] = op.value;
+          continue;
+        }
+        if (depth < 2)
+          return fail("expression ", i, ": op ", k, " (", expr_op_name(op.kind), ") has ", depth,
+                      " operand(s) on the stack, needs 2");
+        const int64_t b = stack[--depth], a = stack[depth - 1];
+        if (constant) {
+          auto v = apply_expr_op(op.kind, a, b);
+          if (!v)
+            return fail("expression ", i, ": op ", k, " (", expr_op_name(op.kind), ") of constants ",
+                        a, " and ", b, " overflows or divides by zero");
+          stack[depth - 1] = *v;
+        }
+      }
+      if (depth != 1)
+        return fail("expression ", i, ": leaves ", depth, " values on the stack (needs exactly 1)");
+      if (constant) const_values_[i] = stack[0];
+    }
+    return Status::ok();
+  }
+
+  Status check_tensors() {
+    for (uint32_t i = 0; i < p_.tensors.size(); ++i) {
+      const TensorDesc& t = p_.tensors[i];
+      const uint8_t kind = static_cast<uint8_t>(t.kind);
+      if (kind > kLastTensorKind)
+        return fail(tensor_label(i), ": kind ", static_cast<int>(kind), " is not valid");
+      const int32_t code = static_cast<int32_t>(t.dtype);
+      if (!dtype_from_onnx(code)) return fail(tensor_label(i), ": dtype ", code, " out of range");
+      if (t.dtype == DType::String)
+        return fail(tensor_label(i), ": string tensors are not supported by this runtime");
+      if (t.dims.size() > kMaxTensorRank)
+        return fail(tensor_label(i), ": rank ", t.dims.size(), " exceeds the limit ", kMaxTensorRank);
+      for (size_t d = 0; d < t.dims.size(); ++d)
+        if (!expr_ok(t.dims[d]))
+          return fail(tensor_label(i), ": dim ", d, ": ", out_of_range("expression", t.dims[d], p_.exprs.size()));
+      if (t.arena_offset != kNone) {
+        if (t.kind == TensorKind::kInput || t.kind == TensorKind::kWeight)
+          return fail(tensor_label(i), ": a ", tensor_kind_name(t.kind), " cannot have an arena offset");
+        if (!expr_ok(t.arena_offset))
+          return fail(tensor_label(i), ": arena offset ",
+                      out_of_range("expression", t.arena_offset, p_.exprs.size()));
+      }
+      const bool io = t.kind == TensorKind::kInput || t.kind == TensorKind::kOutput;
+      if (io) {
+        const auto& list = t.kind == TensorKind::kInput ? p_.inputs : p_.outputs;
+        if (t.io_index >= list.size() || list[t.io_index] != i)
+          return fail(tensor_label(i), ": ", tensor_kind_name(t.kind), " with io_index ",
+                      t.io_index == kNone ? std::string("none") : std::to_string(t.io_index),
+                      " is not at that position of the ", tensor_kind_name(t.kind), " list (",
+                      list.size(), " entries)");
+      } else if (t.io_index != kNone) {
+        return fail(tensor_label(i), ": a ", tensor_kind_name(t.kind), " must have no io_index (has ",
+                    t.io_index, ")");
+      }
+      if (t.kind == TensorKind::kWeight) {
+        CUVIL_RETURN_IF_ERROR(check_weight(i));
+      } else if (t.weight_offset != 0 || t.weight_size != 0) {
+        return fail(tensor_label(i), ": a ", tensor_kind_name(t.kind),
+                    " must have no weight offset/size");
+      }
+    }
+    if (p_.arena_size != kNone && !expr_ok(p_.arena_size))
+      return fail("arena size: ", out_of_range("expression", p_.arena_size, p_.exprs.size()));
+    return Status::ok();
+  }
+
+  // A weight's bytes must lie in the weights section, match its constant shape exactly and
+  // be aligned to its element size (kernels read them in place).
+  Status check_weight(uint32_t i) {
+    const TensorDesc& t = p_.tensors[i];
+    int64_t numel = 1;
+    for (size_t d = 0; d < t.dims.size(); ++d) {
+      const auto& v = const_values_[t.dims[d]];
+      if (!v) return fail(tensor_label(i), ": weight dim ", d, " is not a constant");
+      if (*v < 0) return fail(tensor_label(i), ": weight dim ", d, " is negative (", *v, ")");
+      auto n = checked_mul(numel, *v);
+      if (!n) return fail(tensor_label(i), ": element count overflows");
+      numel = *n;
+    }
+    const int bits = dtype_bits(t.dtype);
+    auto total_bits = checked_mul(numel, bits);
+    auto padded = total_bits ? checked_add(*total_bits, 7) : std::nullopt;
+    if (!padded) return fail(tensor_label(i), ": byte size overflows");
+    const uint64_t expected = static_cast<uint64_t>(*padded / 8);
+    if (t.weight_size != expected)
+      return fail(tensor_label(i), ": weight size ", t.weight_size, " bytes != ", numel,
+                  " elements x ", dtype_name(t.dtype), " = ", expected, " bytes");
+    if (!range_within(t.weight_offset, t.weight_size, weights_size_))
+      return fail(tensor_label(i), ": weight bytes at offset ", t.weight_offset, " + size ",
+                  t.weight_size, " extend past the weights section (", weights_size_, " bytes)");
+    const uint64_t align = bits >= 8 ? std::min<uint64_t>(static_cast<uint64_t>(bits / 8), 8) : 1;
+    if (t.weight_offset % align != 0)
+      return fail(tensor_label(i), ": weight offset ", t.weight_offset,
+                  " is not a multiple of the element alignment ", align);
+    return Status::ok();
+  }
+
+  Status check_io_list(const std::vector<uint32_t>& list, TensorKind kind, const char* what) {
+    for (size_t k = 0; k < list.size(); ++k) {
+      const uint32_t id = list[k];
+      if (id >= p_.tensors.size())
+        return fail(what, " ", k, ": ", out_of_range("tensor", id, p_.tensors.size()));
+      if (p_.tensors[id].kind != kind)
+        return fail(what, " ", k, ": ", tensor_label(id), " is a ",
+                    tensor_kind_name(p_.tensors[id].kind), ", not an ", what);
+      if (p_.tensors[id].io_index != k)
+        return fail(what, " ", k, ": ", tensor_label(id), " has io_index ", p_.tensors[id].io_index,
+                    " (listed more than once?)");
+    }
+    return Status::ok();
+  }
+
+  Status check_attr(size_t n, const AttrValue& a) {
+    using Kind = AttrValue::Kind;
+    const std::string where = "node record " + std::to_string(n) + " ('" +
+                              p_.nodes[n].op_type + "') attribute '" + a.name + "'";
+    const uint8_t kind = static_cast<uint8_t>(a.kind);
+    if (kind > kLastAttrKind) return fail(where, ": kind ", static_cast<int>(kind), " is not valid");
+    // Exactly the fields of the attribute's kind are used.
+    const bool one = a.kind == Kind::kInt || a.kind == Kind::kFloat || a.kind == Kind::kString;
+    const bool ints = a.kind == Kind::kInt || a.kind == Kind::kInts || a.kind == Kind::kTensor;
+    const bool floats = a.kind == Kind::kFloat || a.kind == Kind::kFloats;
+    const bool strings = a.kind == Kind::kString || a.kind == Kind::kStrings;
+    const size_t used = a.kind == Kind::kInt || a.kind == Kind::kInts ? a.ints.size()
+                        : floats                                    ? a.floats.size()
+                        : strings                                   ? a.strings.size()
+                                                                    : 1;
+    if (one && used != 1) return fail(where, ": a single value is expected, got ", used);
+    if ((!ints && !a.ints.empty()) || (!floats && !a.floats.empty()) ||
+        (!strings && !a.strings.empty()))
+      return fail(where, ": has values of another kind");
+    if (a.kind != Kind::kTensor) {
+      if (a.tensor_dtype != DType::Undefined || !a.tensor_bytes.empty())
+        return fail(where, ": tensor data on a non-tensor attribute");
+      return Status::ok();
+    }
+    const int32_t code = static_cast<int32_t>(a.tensor_dtype);
+    if (!dtype_from_onnx(code) || a.tensor_dtype == DType::String)
+      return fail(where, ": tensor dtype ", code, " out of range");
+    auto numel = checked_numel(a.ints);
+    auto bits = numel ? checked_mul(*numel, dtype_bits(a.tensor_dtype)) : std::nullopt;
+    auto padded = bits ? checked_add(*bits, 7) : std::nullopt;
+    if (!padded) return fail(where, ": tensor dims are negative or their product overflows");
+    if (a.tensor_bytes.size() != static_cast<uint64_t>(*padded / 8))
+      return fail(where, ": tensor has ", a.tensor_bytes.size(), " bytes, expected ", *numel,
+                  " x ", dtype_name(a.tensor_dtype), " = ", *padded / 8);
+    return Status::ok();
+  }
+
+  Status check_nodes() {
+    for (size_t n = 0; n < p_.nodes.size(); ++n) {
+      const NodeRecord& node = p_.nodes[n];
+      const std::string where = "node record " + std::to_string(n) + " ('" + node.op_type + "')";
+      if (node.op_type.empty()) return fail("node record ", n, ": empty op_type");
+      if (node.opset < 0) return fail(where, ": negative opset ", node.opset);
+      for (size_t k = 0; k < node.inputs.size(); ++k)
+        if (node.inputs[k] != kNone && node.inputs[k] >= p_.tensors.size())
+          return fail(where, ": input ", k, ": ", out_of_range("tensor", node.inputs[k], p_.tensors.size()));
+      for (size_t k = 0; k < node.outputs.size(); ++k) {
+        const uint32_t t = node.outputs[k];
+        if (t == kNone) continue;
+        if (t >= p_.tensors.size())
+          return fail(where, ": output ", k, ": ", out_of_range("tensor", t, p_.tensors.size()));
+        if (!writable(t))
+          return fail(where, ": output ", k, " writes ", tensor_label(t), ", which is a read-only ",
+                      tensor_kind_name(p_.tensors[t].kind));
+      }
+      for (size_t k = 0; k < node.attrs.size(); ++k) {
+        const AttrValue& a = node.attrs[k];
+        if (a.name.empty()) return fail(where, ": attribute ", k, " has no name");
+        for (size_t j = 0; j < k; ++j)
+          if (node.attrs[j].name == a.name) return fail(where, ": attribute '", a.name, "' given twice");
+        CUVIL_RETURN_IF_ERROR(check_attr(n, a));
+      }
+    }
+    return Status::ok();
+  }
+
+  // Operands that mean the same in code and bodies; R and M only exist inside a kernel.
+  Status check_operand(char kind, uint32_t v, const std::string& where, const TileKernel* k) {
+    switch (kind) {
+      case 'T':
+        if (v >= p_.tensors.size()) return fail(where, ": ", out_of_range("tensor", v, p_.tensors.size()));
+        return Status::ok();
+      case 'N':
+        if (v >= p_.nodes.size()) return fail(where, ": ", out_of_range("node record", v, p_.nodes.size()));
+        return Status::ok();
+      case 'K':
+        if (v >= p_.kernels.size()) return fail(where, ": ", out_of_range("kernel", v, p_.kernels.size()));
+        return Status::ok();
+      case 'R':
+        if (v >= k->registers) return fail(where, ": ", out_of_range("register", v, k->registers));
+        return Status::ok();
+      case 'M':
+        if (v >= k->maps.size()) return fail(where, ": ", out_of_range("access map", v, k->maps.size()));
+        return Status::ok();
+      case 'U':
+        if (v >= static_cast<uint32_t>(UnaryFn::kCount))
+          return fail(where, ": ", out_of_range("unary function", v, static_cast<size_t>(UnaryFn::kCount)));
+        return Status::ok();
+      case 'B':
+        if (v >= static_cast<uint32_t>(BinaryFn::kCount))
+          return fail(where, ": ", out_of_range("binary function", v, static_cast<size_t>(BinaryFn::kCount)));
+        return Status::ok();
+      case 'F':
+      case 'I':
+        return Status::ok();
+      default:  // J is checked by check_code; the table's kinds are checked statically above
+        return fail(where, ": operand kind '", kind, "' is not valid here");
+    }
+  }
+
+  Status check_kernels() {
+    for (size_t ki = 0; ki < p_.kernels.size(); ++ki) {
+      const TileKernel& k = p_.kernels[ki];
+      const std::string kname = "kernel " + std::to_string(ki) + " ('" + k.name + "')";
+      if (k.domain.size() > kMaxTensorRank)
+        return fail(kname, ": domain rank ", k.domain.size(), " exceeds the limit ", kMaxTensorRank);
+      for (size_t d = 0; d < k.domain.size(); ++d)
+        if (!expr_ok(k.domain[d]))
+          return fail(kname, ": domain dim ", d, ": ", out_of_range("expression", k.domain[d], p_.exprs.size()));
+      for (size_t m = 0; m < k.maps.size(); ++m) {
+        const AccessMap& map = k.maps[m];
+        const std::string where = kname + " map " + std::to_string(m);
+        if (map.tensor >= p_.tensors.size())
+          return fail(where, ": ", out_of_range("tensor", map.tensor, p_.tensors.size()));
+        if (!expr_ok(map.offset))
+          return fail(where, ": offset ", out_of_range("expression", map.offset, p_.exprs.size()));
+        if (map.strides.size() != k.domain.size())
+          return fail(where, ": has ", map.strides.size(), " strides, the domain has rank ", k.domain.size());
+        for (size_t d = 0; d < map.strides.size(); ++d)
+          if (!expr_ok(map.strides[d]))
+            return fail(where, ": stride ", d, ": ", out_of_range("expression", map.strides[d], p_.exprs.size()));
+      }
+      if (k.registers > kMaxTileRegisters)
+        return fail(kname, ": uses ", k.registers, " registers, the limit is ", kMaxTileRegisters);
+      CUVIL_RETURN_IF_ERROR(check_body(ki, kname));
+    }
+    return Status::ok();
+  }
+
+  // A body is straight-line: decode it word by word; a register must be written before it
+  // is read (otherwise it would hold the previous tile's data).
+  Status check_body(size_t ki, const std::string& kname) {
+    const TileKernel& k = p_.kernels[ki];
+    uint32_t written = 0;  // bit per register; registers <= 16
+    for (size_t pc = 0; pc < k.body.size();) {
+      const uint32_t word = k.body[pc];
+      if (word >= static_cast<uint32_t>(TileOpcode::kCount))
+        return fail(kname, " body word ", pc, ": unknown tile opcode ", word, " (the ISA has ",
+                    static_cast<int>(TileOpcode::kCount), ")");
+      const TileOpcode op = static_cast<TileOpcode>(word);
+      const char* kinds = tile_opcode_operands(op);
+      const size_t n = std::strlen(kinds);
+      const std::string where =
+          kname + " body word " + std::to_string(pc) + " (" + tile_opcode_name(op) + ")";
+      if (k.body.size() - pc - 1 < n)
+        return fail(where, ": needs ", n, " operand words, only ", k.body.size() - pc - 1, " remain");
+      const int dest = tile_destination_operand(op);
+      for (size_t i = 0; i < n; ++i) {
+        const uint32_t v = k.body[pc + 1 + i];
+        CUVIL_RETURN_IF_ERROR(check_operand(kinds[i], v, where, &k));
+        if (kinds[i] == 'R' && static_cast<int>(i) != dest && !(written & (1u << v)))
+          return fail(where, ": reads register ", v, " before any instruction writes it");
+      }
+      if (dest >= 0) written |= 1u << k.body[pc + 1 + static_cast<size_t>(dest)];
+      if (op == TileOpcode::Store) {  // writes through its map operand
+        const uint32_t t = k.maps[k.body[pc + 1 + std::strcspn(kinds, "M")]].tensor;
+        if (!writable(t))
+          return fail(where, ": stores to ", tensor_label(t), ", which is a read-only ",
+                      tensor_kind_name(p_.tensors[t].kind));
+      }
+      pc += 1 + n;
+    }
+    return Status::ok();
+  }
+
+  // Scalar: rank 0, or every dim the constant 1.
+  bool is_scalar(uint32_t t) const {
+    for (uint32_t d : p_.tensors[t].dims)
+      if (!const_values_[d] || *const_values_[d] != 1) return false;
+    return true;
+  }
+
+  // Checks that depend on an instruction's meaning, not just its operand kinds.
+  Status check_semantics(Opcode op, const uint32_t* operands, const std::string& where) {
+    switch (op) {
+      case Opcode::JumpIfFalse: {
+        const uint32_t t = operands[0];
+        const DType dt = p_.tensors[t].dtype;
+        if (dt != DType::Bool && !dtype_is_integer(dt))
+          return fail(where, ": condition ", tensor_label(t), " has dtype ", dtype_name(dt),
+                      ", needs bool or an integer type");
+        if (!is_scalar(t)) return fail(where, ": condition ", tensor_label(t), " is not a scalar");
+        return Status::ok();
+      }
+      case Opcode::Copy: {
+        const uint32_t dst = operands[0], src = operands[1];
+        if (!writable(dst))
+          return fail(where, ": destination ", tensor_label(dst), " is a read-only ",
+                      tensor_kind_name(p_.tensors[dst].kind));
+        const TensorDesc& a = p_.tensors[dst];
+        const TensorDesc& b = p_.tensors[src];
+        if (a.dtype != b.dtype || a.dims.size() != b.dims.size())
+          return fail(where, ": ", tensor_label(src), " and ", tensor_label(dst),
+                      " differ in dtype or rank");
+        return Status::ok();
+      }
+      default:
+        return Status::ok();
+    }
+  }
+
+  Status check_code() {
+    const std::vector<uint32_t>& code = p_.code;
+    // Pass 1: instruction boundaries. Jump targets are word positions and must be starts.
+    std::vector<uint32_t> starts;
+    for (size_t pc = 0; pc < code.size();) {
+      const uint32_t word = code[pc];
+      if (word >= static_cast<uint32_t>(Opcode::kCount))
+        return fail("instruction ", pc, ": unknown opcode ", word, " (the ISA has ",
+                    static_cast<int>(Opcode::kCount), ")");
+      const Opcode op = static_cast<Opcode>(word);
+      const size_t n = std::strlen(opcode_operands(op));
+      if (code.size() - pc - 1 < n)
+        return fail("instruction ", pc, " (", opcode_name(op), "): needs ", n,
+                    " operand words, only ", code.size() - pc - 1, " remain");
+      starts.push_back(static_cast<uint32_t>(pc));
+      pc += 1 + n;
+    }
+    if (starts.empty()) return fail("program code is empty (it must end with End)");
+    if (static_cast<Opcode>(code[starts.back()]) != Opcode::End)
+      return fail("program code does not end with End (last instruction ", starts.back(), " is ",
+                  opcode_name(static_cast<Opcode>(code[starts.back()])), ")");
+    // Pass 2: operands.
+    for (uint32_t pc : starts) {
+      const Opcode op = static_cast<Opcode>(code[pc]);
+      const char* kinds = opcode_operands(op);
+      const std::string where = "instruction " + std::to_string(pc) + " (" + opcode_name(op) + ")";
+      for (size_t i = 0; kinds[i]; ++i) {
+        const uint32_t v = code[pc + 1 + i];
+        if (kinds[i] != 'J') {
+          CUVIL_RETURN_IF_ERROR(check_operand(kinds[i], v, where, nullptr));
+          continue;
+        }
+        if (v >= code.size())
+          return fail(where, ": jump target ", v, " is outside the program (", code.size(), " words)");
+        auto it = std::upper_bound(starts.begin(), starts.end(), v);  // first start > v
+        const uint32_t owner = *(it - 1);  // starts[0] == 0 <= v
+        if (owner != v)
+          return fail(where, ": jump target ", v, " is inside instruction ", owner, " (",
+                      opcode_name(static_cast<Opcode>(code[owner])), "), not at an instruction start");
+      }
+      CUVIL_RETURN_IF_ERROR(check_semantics(op, code.data() + pc + 1, where));
+    }
+    return Status::ok();
+  }
+
+  const Program& p_;
+  const uint64_t weights_size_;
+  std::vector<std::optional<int64_t>> const_values_;  // per expression, when symbol-free
+};
+
+}  // namespace
+
+int tile_destination_operand(TileOpcode op) {
+  const char* kinds = tile_opcode_operands(op);
+  int i = 0;
+  while (kinds[i] == 'U' || kinds[i] == 'B') ++i;
+  return kinds[i] == 'R' ? i : -1;
+}
+
+Status verify_program(const Program& p, uint64_t weights_size) {
+  return ProgramVerifier(p, weights_size).run();
+}
+
+}  // namespace cuvil::rt

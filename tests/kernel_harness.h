@@ -1,0 +1,187 @@
+// Test harness for whole-tensor CPU kernels (runtime/op_kernel.h) without the compiler: runs
+// one kernel over heap tensors, with attributes taken from an imported IR Node. Used by the
+// kernel conformance test (single-node ONNX backend cases) and by kernel unit tests.
+#pragma once
+
+#include <cmath>
+#include <cstring>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "ir/graph.h"
+#include "runtime/op_kernel.h"
+
+namespace cuvil::testing {
+
+inline rt::TensorView view_of(const TensorData& t) {
+  rt::TensorView v;
+  v.dtype = t.dtype;
+  v.dims = t.dims;
+  v.data = const_cast<uint8_t*>(t.bytes.data());
+  return v;
+}
+
+class NodeAttrReader : public rt::AttrReader {
+ public:
+  explicit NodeAttrReader(const Node& node) : node_(node) {
+    for (const auto& [k, a] : node.attrs)
+      if (a.kind == Attribute::Kind::Tensor && a.t) tensors_.emplace_back(k, view_of(*a.t));
+  }
+  bool has(const char* name) const override { return node_.attr(name) != nullptr; }
+  int64_t get_int(const char* name, int64_t fallback) const override {
+    const Attribute* a = node_.attr(name);
+    return a && a->kind == Attribute::Kind::Int ? a->i : fallback;
+  }
+  float get_float(const char* name, float fallback) const override {
+    const Attribute* a = node_.attr(name);
+    if (!a) return fallback;
+    if (a->kind == Attribute::Kind::Float) return a->f;
+    if (a->kind == Attribute::Kind::Int) return static_cast<float>(a->i);
+    return fallback;
+  }
+  std::string get_string(const char* name, const std::string& fallback) const override {
+    const Attribute* a = node_.attr(name);
+    return a && a->kind == Attribute::Kind::String ? a->s : fallback;
+  }
+  std::vector<int64_t> get_ints(const char* name) const override {
+    const Attribute* a = node_.attr(name);
+    return a && a->kind == Attribute::Kind::Ints ? a->ints : std::vector<int64_t>{};
+  }
+  std::vector<float> get_floats(const char* name) const override {
+    const Attribute* a = node_.attr(name);
+    return a && a->kind == Attribute::Kind::Floats ? a->floats : std::vector<float>{};
+  }
+  std::vector<std::string> get_strings(const char* name) const override {
+    const Attribute* a = node_.attr(name);
+    return a && a->kind == Attribute::Kind::Strings ? a->strings : std::vector<std::string>{};
+  }
+  const rt::TensorView* get_tensor(const char* name) const override {
+    for (const auto& [k, v] : tensors_)
+      if (k == name) return &v;
+    return nullptr;
+  }
+
+ private:
+  const Node& node_;
+  std::vector<std::pair<std::string, rt::TensorView>> tensors_;
+};
+
+// Heap-backed context: outputs are allocated as asked, no compiled shapes to check against.
+class HeapOpContext : public rt::OpContext {
+ public:
+  HeapOpContext(const Node& node, std::vector<const rt::TensorView*> inputs, size_t num_outputs,
+                int threads = 1)
+      : node_(node), attrs_(node), inputs_(std::move(inputs)), outputs_(num_outputs),
+        storage_(num_outputs), threads_(threads) {}
+  const char* op_name() const override { return node_.op_type.c_str(); }
+  const char* node_name() const override { return node_.name.c_str(); }
+  int opset() const override { return node_.opset; }
+  const rt::AttrReader& attrs() const override { return attrs_; }
+  size_t num_inputs() const override { return inputs_.size(); }
+  const rt::TensorView* input(size_t i) const override {
+    return i < inputs_.size() ? inputs_[i] : nullptr;
+  }
+  size_t num_outputs() const override { return outputs_.size(); }
+  bool output_wanted(size_t i) const override {
+    return i < node_.outputs.size() && node_.outputs[i] != kNoValue;
+  }
+  rt::Status allocate_output(size_t i, DType dtype, const std::vector<int64_t>& dims,
+                             rt::TensorView** out) override {
+    if (i >= outputs_.size())
+      return rt::make_status(rt::StatusCode::kInvalidArgument, "output ", i, " out of range");
+    outputs_[i].dtype = dtype;
+    outputs_[i].dims = dims;
+    storage_[i].assign(outputs_[i].bytes() + 64, 0);  // slack catches small overruns in tests
+    outputs_[i].data = storage_[i].data();
+    *out = &outputs_[i];
+    return rt::Status::ok();
+  }
+  int threads() const override { return threads_; }
+  void parallel_for(int64_t n, int64_t grain, void (*fn)(void*, int64_t, int64_t),
+                    void* arg) override {
+    if (n > 0) fn(arg, 0, n);
+  }
+  const rt::TensorView& output(size_t i) const { return outputs_[i]; }
+
+ private:
+  const Node& node_;
+  NodeAttrReader attrs_;
+  std::vector<const rt::TensorView*> inputs_;
+  std::vector<rt::TensorView> outputs_;
+  std::vector<std::vector<uint8_t>> storage_;
+  int threads_;
+};
+
+// Compares an actual output with the expected tensor: rtol 1e-3 / atol 1e-7 for floats (NaN
+// equals NaN, infinities must match), exact for integers and bools. Returns "" when equal.
+inline double element_as_double(DType t, const void* data, int64_t i) {
+  auto half_to_float = [](uint16_t h) {
+    uint32_t sign = (h >> 15) & 1, exp = (h >> 10) & 0x1f, mant = h & 0x3ff;
+    float f;
+    if (exp == 0) f = std::ldexp(static_cast<float>(mant), -24);
+    else if (exp == 31) f = mant ? NAN : INFINITY;
+    else f = std::ldexp(static_cast<float>(mant | 0x400), static_cast<int>(exp) - 25);
+    return sign ? -f : f;
+  };
+  const uint8_t* p = static_cast<const uint8_t*>(data);
+  switch (t) {
+    case DType::Float: { float v; std::memcpy(&v, p + 4 * i, 4); return v; }
+    case DType::Double: { double v; std::memcpy(&v, p + 8 * i, 8); return v; }
+    case DType::Float16: { uint16_t v; std::memcpy(&v, p + 2 * i, 2); return half_to_float(v); }
+    case DType::BFloat16: {
+      uint16_t v; std::memcpy(&v, p + 2 * i, 2);
+      uint32_t bits = static_cast<uint32_t>(v) << 16; float f; std::memcpy(&f, &bits, 4); return f;
+    }
+    case DType::Int8: return static_cast<int8_t>(p[i]);
+    case DType::UInt8: case DType::Bool: return p[i];
+    case DType::Int16: { int16_t v; std::memcpy(&v, p + 2 * i, 2); return v; }
+    case DType::UInt16: { uint16_t v; std::memcpy(&v, p + 2 * i, 2); return v; }
+    case DType::Int32: { int32_t v; std::memcpy(&v, p + 4 * i, 4); return v; }
+    case DType::UInt32: { uint32_t v; std::memcpy(&v, p + 4 * i, 4); return v; }
+    case DType::Int64: { int64_t v; std::memcpy(&v, p + 8 * i, 8); return static_cast<double>(v); }
+    case DType::UInt64: { uint64_t v; std::memcpy(&v, p + 8 * i, 8); return static_cast<double>(v); }
+    default: return NAN;
+  }
+}
+
+inline std::string compare_tensors(const rt::TensorView& actual, const TensorData& expected) {
+  if (actual.dtype != expected.dtype)
+    return std::string("dtype ") + dtype_name(actual.dtype) + " vs expected " + dtype_name(expected.dtype);
+  if (actual.dims != expected.dims) {
+    std::string s = "shape [";
+    for (size_t i = 0; i < actual.dims.size(); ++i) s += (i ? "," : "") + std::to_string(actual.dims[i]);
+    s += "] vs expected [";
+    for (size_t i = 0; i < expected.dims.size(); ++i) s += (i ? "," : "") + std::to_string(expected.dims[i]);
+    return s + "]";
+  }
+  if (expected.dtype == DType::String) return "string tensors are not compared";
+  const int64_t n = expected.numel();
+  const bool exact = !dtype_is_float(expected.dtype);
+  if (exact || dtype_bits(expected.dtype) < 8) {
+    if (actual.bytes() != expected.bytes.size() ||
+        (n > 0 && std::memcmp(actual.data, expected.bytes.data(), expected.bytes.size()) != 0)) {
+      for (int64_t i = 0; i < n; ++i) {
+        double a = element_as_double(actual.dtype, actual.data, i);
+        double e = element_as_double(expected.dtype, expected.bytes.data(), i);
+        if (a != e) return "element " + std::to_string(i) + ": " + std::to_string(a) + " vs expected " + std::to_string(e);
+      }
+      return "bytes differ";
+    }
+    return "";
+  }
+  for (int64_t i = 0; i < n; ++i) {
+    double a = element_as_double(actual.dtype, actual.data, i);
+    double e = element_as_double(expected.dtype, expected.bytes.data(), i);
+    if (std::isnan(e) && std::isnan(a)) continue;
+    if (std::isinf(e) || std::isinf(a)) {
+      if (a == e) continue;
+    } else if (std::fabs(a - e) <= 1e-7 + 1e-3 * std::fabs(e)) {
+      continue;
+    }
+    return "element " + std::to_string(i) + ": " + std::to_string(a) + " vs expected " + std::to_string(e);
+  }
+  return "";
+}
+
+}  // namespace cuvil::testing
