@@ -1,12 +1,12 @@
 #!/usr/bin/env bash
-# The README's main job: set up (install missing packages, build), then compile the bundled
-# example model. Today that is the BERT-style encoder in testdata/models: `cuvilc inspect`
-# summarises it and `cuvilc compile --emit ir` prints its IR after symbolic shape inference.
+# The README's main job: set up (install missing packages, build), compile the bundled
+# example model (a small CNN trained on scikit-learn's 8x8 digits, examples/digits/) into a
+# .cuvir package, and run it on a sample image; the output's argmax is the predicted digit.
 set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 bash "$here/scripts/setup.sh" --build-dir "$here/build"
-model="$here/testdata/models/bert_tiny.onnx"
-"$here/build/cuvilc" inspect "$model"
-"$here/build/cuvilc" compile "$model" --emit ir -o "$here/build/bert_tiny.ir"
-echo "IR after shape inference: build/bert_tiny.ir ($(wc -l < "$here/build/bert_tiny.ir") lines)"
-grep -E '^graph ' "$here/build/bert_tiny.ir"
+example="$here/examples/digits"
+"$here/build/cuvilc" compile "$example/digits.onnx" -o "$here/build/digits.cuvir"
+"$here/build/cuvil-run" "$here/build/digits.cuvir" --input "image=$example/sample.npy" | tee "$here/build/digits.out"
+predicted=$(sed -n 's/^  argmax: //p' "$here/build/digits.out")
+echo "predicted digit: $predicted (true label: $(cat "$example/sample_label.txt"))"
