@@ -5,23 +5,28 @@
 // Uses only the public C API of libcuvil.
 #include <CLI/CLI.hpp>
 
+#include <sys/stat.h>
+
 #include <algorithm>
+#include <cctype>
+#include <cerrno>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
 #include <iostream>
 #include <map>
+#include <new>
 #include <random>
-#include <sys/stat.h>
 
 #include "cli/npy.h"
 #include "cuvil.h"
+#include "support/checked.h"
 
 namespace {
 
 // Exit codes match cuvilc (docs/cli.md).
-constexpr int kExitUsage = 2, kExitInvalid = 3, kExitIo = 5, kExitRun = 6;
+constexpr int kExitUsage = 2, kExitInvalid = 3, kExitIo = 5, kExitRun = 6, kExitInternal = 70;
 
 int status_exit(cuvil_status st) {
   switch (cuvil_status_code_of(st)) {
@@ -54,11 +59,20 @@ bool parse_shape(const std::string& text, std::vector<int64_t>* dims) {
   return true;
 }
 
-void fill_random(cuvil::tools::HostTensor& t, std::mt19937_64& rng) {
-  size_t n = 1;
-  for (int64_t d : t.dims) n *= static_cast<size_t>(d);
+// Fills `t` (dtype and dims set) with random values; "" or an error for a size that
+// overflows or cannot be allocated.
+std::string fill_random(cuvil::tools::HostTensor& t, std::mt19937_64& rng) {
   size_t esize = cuvil_dtype_size(t.dtype);
-  t.bytes.assign(n * esize, 0);
+  if (esize == 0) return std::string("cannot make random values of dtype ") + cuvil_dtype_name(t.dtype);
+  auto numel = cuvil::checked_numel(t.dims);
+  auto bytes = numel ? cuvil::checked_mul(*numel, static_cast<int64_t>(esize)) : std::nullopt;
+  if (!bytes) return "shape is too large (its byte size overflows)";
+  const size_t n = static_cast<size_t>(*numel);
+  try {
+    t.bytes.assign(static_cast<size_t>(*bytes), 0);
+  } catch (const std::bad_alloc&) {
+    return "cannot allocate " + std::to_string(*bytes) + " bytes for a random input";
+  }
   std::uniform_real_distribution<float> uf(-1.f, 1.f);
   std::uniform_int_distribution<int> ui(0, 15);
   for (size_t i = 0; i < n; ++i) {
@@ -72,6 +86,7 @@ void fill_random(cuvil::tools::HostTensor& t, std::mt19937_64& rng) {
       default: *p = static_cast<uint8_t>(ui(rng)); break;
     }
   }
+  return "";
 }
 
 double as_double(int32_t dtype, const uint8_t* p) {
@@ -112,9 +127,7 @@ void summarize(const cuvil_tensor_info& info, const void* data, size_t bytes) {
     std::cout << "  argmax: " << argmax << "\n";
 }
 
-}  // namespace
-
-int main(int argc, char** argv) {
+int run_main(int argc, char** argv) {
   CLI::App app{"cuvil-run: run a compiled cuvil package (.cuvir) on the CPU.\n"
                "Exit codes: 0 success, 2 bad input/shape, 3 invalid package, 5 I/O, 6 run failed."};
   std::string model_path, output_dir;
@@ -161,7 +174,10 @@ int main(int argc, char** argv) {
   std::map<std::string, std::string> input_files, input_shapes;
   for (const auto& spec : inputs) {
     auto eq = spec.find('=');
-    if (eq == std::string::npos || eq == 0) { fail("--input '" + spec + "': expected name=path", kExitUsage); break; }
+    if (eq == std::string::npos || eq == 0 || eq + 1 == spec.size()) {
+      fail("--input '" + spec + "': expected name=path", kExitUsage);
+      break;
+    }
     if (!input_files.emplace(spec.substr(0, eq), spec.substr(eq + 1)).second) {
       fail("--input '" + spec.substr(0, eq) + "' given twice", kExitUsage);
       break;
@@ -171,18 +187,50 @@ int main(int argc, char** argv) {
     auto eq = spec.find('=');
     if (rc) break;
     if (eq == std::string::npos || eq == 0) { fail("--shape '" + spec + "': expected name=1x128", kExitUsage); break; }
-    input_shapes[spec.substr(0, eq)] = spec.substr(eq + 1);
+    const std::string name = spec.substr(0, eq);
+    if (!input_shapes.emplace(name, spec.substr(eq + 1)).second) {
+      fail("--shape '" + name + "' given twice", kExitUsage);
+      break;
+    }
+    if (input_files.count(name)) {
+      fail("input '" + name + "' is given by both --input and --shape", kExitUsage);
+      break;
+    }
   }
   size_t n_in = cuvil_model_input_count(model);
+  // Names that are not inputs first: a typo should not surface as "input missing".
   std::map<std::string, bool> known;
   for (size_t i = 0; i < n_in && !rc; ++i) {
     cuvil_tensor_info info;
     if (cuvil_status st = cuvil_model_input_info(model, i, &info)) { rc = report("input info", st); break; }
     known[info.name] = true;
+  }
+  auto known_names = [&] {
+    std::string names;
+    for (const auto& [name, unused] : known) names += (names.empty() ? "'" : ", '") + name + "'";
+    return names.empty() ? std::string("none") : names;
+  };
+  for (const auto& [name, path] : input_files)
+    if (!rc && !known.count(name)) fail("--input names unknown input '" + name + "' (inputs: " + known_names() + ")", kExitUsage);
+  for (const auto& [name, s] : input_shapes)
+    if (!rc && !known.count(name)) fail("--shape names unknown input '" + name + "' (inputs: " + known_names() + ")", kExitUsage);
+  for (size_t i = 0; i < n_in && !rc; ++i) {
+    cuvil_tensor_info info;
+    if (cuvil_status st = cuvil_model_input_info(model, i, &info)) { rc = report("input info", st); break; }
     cuvil::tools::HostTensor t;
     auto f = input_files.find(info.name);
     if (f != input_files.end()) {
       const std::string& path = f->second;
+      // A file that cannot be opened is an I/O error (exit 5); a malformed one is bad input.
+      struct stat sb;
+      if (stat(path.c_str(), &sb) != 0) {
+        fail(path + ": cannot open (--input " + info.name + "): " + std::strerror(errno), kExitIo);
+        break;
+      }
+      if (!S_ISREG(sb.st_mode)) {
+        fail(path + ": not a regular file (--input " + info.name + ")", kExitIo);
+        break;
+      }
       std::string err = path.size() > 3 && path.substr(path.size() - 3) == ".pb"
                             ? cuvil::tools::read_tensor_pb(path, &t)
                             : cuvil::tools::read_npy(path, &t);
@@ -192,6 +240,19 @@ int main(int argc, char** argv) {
       auto s = input_shapes.find(info.name);
       if (s != input_shapes.end()) {
         if (!parse_shape(s->second, &t.dims)) { fail(std::string("--shape ") + info.name + "=" + s->second + ": bad shape", kExitUsage); break; }
+        // Check what the model states before allocating random data for the shape.
+        if (static_cast<int32_t>(t.dims.size()) != info.rank) {
+          fail(std::string("--shape ") + info.name + "=" + s->second + ": rank " + std::to_string(t.dims.size()) +
+               ", but input '" + info.name + "' has shape " + info.shape + " (rank " + std::to_string(info.rank) + ")",
+               kExitUsage);
+          break;
+        }
+        for (int k = 0; k < info.rank && !rc; ++k)
+          if (info.dims[k] >= 0 && t.dims[static_cast<size_t>(k)] != info.dims[k])
+            fail(std::string("--shape ") + info.name + "=" + s->second + ": dim " + std::to_string(k) + " is " +
+                 std::to_string(t.dims[static_cast<size_t>(k)]) + ", but input '" + info.name + "' has shape " +
+                 info.shape, kExitUsage);
+        if (rc) break;
       } else {
         for (int k = 0; k < info.rank; ++k) {
           if (info.dims[k] < 0) {
@@ -203,23 +264,22 @@ int main(int argc, char** argv) {
         }
         if (rc) break;
       }
-      fill_random(t, rng);
+      std::string err = fill_random(t, rng);
+      if (!err.empty()) { fail(std::string("input '") + info.name + "': " + err, kExitUsage); break; }
     }
     host[info.name] = std::move(t);
   }
-  for (const auto& [name, path] : input_files)
-    if (!rc && !known.count(name)) fail("--input names unknown input '" + name + "'", kExitUsage);
-  for (const auto& [name, s] : input_shapes)
-    if (!rc && !known.count(name)) fail("--shape names unknown input '" + name + "'", kExitUsage);
-  for (auto& [name, t] : host) {
-    if (rc) break;
-    if (cuvil_status st = cuvil_session_set_input(session, name.c_str(), t.dtype, static_cast<int32_t>(t.dims.size()),
-                                                  t.dims.data(), t.bytes.data(), t.bytes.size()))
-      rc = report(("input '" + name + "'").c_str(), st);
-  }
-  if (!rc) {
+  // Inputs are bound anew for every run: the runtime borrows them only until the run returns.
+  auto bind_and_run = [&]() {
+    for (auto& [name, t] : host)
+      if (cuvil_status st = cuvil_session_set_input(session, name.c_str(), t.dtype, static_cast<int32_t>(t.dims.size()),
+                                                    t.dims.data(), t.bytes.data(), t.bytes.size())) {
+        rc = report(("input '" + name + "'").c_str(), st);
+        return;
+      }
     if (cuvil_status st = cuvil_session_run(session)) rc = report("run", st);
-  }
+  };
+  if (!rc) bind_and_run();
   size_t n_out = cuvil_model_output_count(model);
   if (!rc && !output_dir.empty()) {
     struct stat sb;
@@ -245,13 +305,13 @@ int main(int argc, char** argv) {
     }
   }
   if (!rc && bench > 0) {
-    for (int i = 0; i < warmup && !rc; ++i)
-      if (cuvil_status st = cuvil_session_run(session)) rc = report("run", st);
+    for (int i = 0; i < warmup && !rc; ++i) bind_and_run();
     std::vector<double> ms;
     auto t0 = std::chrono::steady_clock::now();
     for (int i = 0; i < bench && !rc; ++i) {
       auto a = std::chrono::steady_clock::now();
-      if (cuvil_status st = cuvil_session_run(session)) { rc = report("run", st); break; }
+      bind_and_run();
+      if (rc) break;
       ms.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - a).count());
     }
     double total = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
@@ -265,4 +325,20 @@ int main(int argc, char** argv) {
   cuvil_session_release(session);
   cuvil_model_release(model);
   return rc;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  // Nothing may escape as an abort: running out of memory is a failed run, anything else
+  // is a cuvil bug.
+  try {
+    return run_main(argc, argv);
+  } catch (const std::bad_alloc&) {
+    std::cerr << "cuvil-run: error: out of memory\n";
+    return kExitRun;
+  } catch (const std::exception& e) {
+    std::cerr << "cuvil-run: internal error: " << e.what() << "\n";
+    return kExitInternal;
+  }
 }

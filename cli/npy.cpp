@@ -1,5 +1,6 @@
 #include "cli/npy.h"
 
+#include <cctype>
 #include <cstring>
 #include <fstream>
 #include <iterator>
@@ -52,6 +53,7 @@ bool dict_value(const std::string& h, const std::string& key, std::string* out) 
     if (c == ')') --depth;
     if ((c == ',' || c == '}') && depth == 0) break;
   }
+  while (j > i && h[j - 1] == ' ') --j;
   *out = h.substr(i, j - i);
   return true;
 }
@@ -82,7 +84,8 @@ std::string parse_npy(const std::string& name, const uint8_t* data, size_t size,
     return name + ": header lacks descr, fortran_order or shape";
   if (descr.size() < 2 || (descr[0] != '\'' && descr[0] != '"')) return name + ": bad descr " + descr;
   descr = descr.substr(1, descr.size() - 2);
-  if (fortran.rfind("True", 0) == 0) return name + ": Fortran-order arrays are not supported (use np.ascontiguousarray)";
+  if (fortran == "True") return name + ": Fortran-order arrays are not supported (use np.ascontiguousarray)";
+  if (fortran != "False") return name + ": bad fortran_order value '" + fortran + "' (expected True or False)";
   if (!descr.empty() && descr[0] == '>') return name + ": big-endian dtype " + descr + " is not supported";
   if (descr.size() == 3 && descr[0] == '=') descr[0] = '<';
   const NpyType* type = nullptr;
@@ -126,6 +129,10 @@ std::string read_npy(const std::string& path, HostTensor* out) {
 std::string write_npy(const std::string& path, const HostTensor& t) {
   const NpyType* type = type_by_onnx(t.dtype);
   if (!type) return path + ": dtype " + std::to_string(t.dtype) + " cannot be written as .npy";
+  auto numel = checked_numel(t.dims);
+  auto need = numel ? checked_mul(*numel, type->size) : std::nullopt;
+  if (!need || static_cast<uint64_t>(*need) != t.bytes.size())
+    return path + ": " + std::to_string(t.bytes.size()) + " bytes of data do not match the shape";
   std::string shape = "(";
   for (size_t i = 0; i < t.dims.size(); ++i) shape += std::to_string(t.dims[i]) + (t.dims.size() == 1 || i + 1 < t.dims.size() ? "," : "");
   shape += ")";
@@ -162,6 +169,33 @@ struct Wire {
     return 0;
   }
 };
+
+// TensorProto field numbers (onnx.proto) and the typed-data field each data_type uses.
+enum : uint32_t {
+  kDims = 1, kDataType = 2, kFloatData = 4, kInt32Data = 5, kInt64Data = 7, kRawData = 9,
+  kDoubleData = 10, kUint64Data = 11, kExternalData = 13, kDataLocation = 14,
+};
+
+const char* typed_field_name(uint32_t field) {
+  switch (field) {
+    case kFloatData: return "float_data";
+    case kInt32Data: return "int32_data";
+    case kInt64Data: return "int64_data";
+    case kDoubleData: return "double_data";
+    case kUint64Data: return "uint64_data";
+    default: return "?";
+  }
+}
+
+uint32_t typed_field_for(int32_t dtype) {
+  switch (dtype) {
+    case 1: case 14: return kFloatData;    // float, complex64
+    case 11: case 15: return kDoubleData;  // double, complex128
+    case 7: return kInt64Data;
+    case 12: case 13: return kUint64Data;  // uint32, uint64
+    default: return kInt32Data;            // the narrow integer types, bool, float16
+  }
+}
 }  // namespace
 
 std::string parse_tensor_pb(const std::string& name, const uint8_t* data, size_t size, HostTensor* out) {
@@ -170,27 +204,43 @@ std::string parse_tensor_pb(const std::string& name, const uint8_t* data, size_t
   out->bytes.clear();
   out->dtype = 0;
   std::vector<uint8_t> raw;
-  bool have_raw = false;
+  bool have_raw = false, external = false;
+  uint32_t typed_field = 0;     // the typed-data field seen, if any
+  std::string conflict;         // a second, different typed-data field
   std::vector<uint64_t> ints;   // int32/int64/uint64 typed data (varints)
   std::vector<uint8_t> fixed;   // float/double typed data
-  int fixed_size = 0;
+  // Reads a length-delimited payload; null when truncated.
+  auto payload = [&](uint64_t* len) -> const uint8_t* {
+    *len = w.varint();
+    if (!w.ok || *len > static_cast<uint64_t>(w.end - w.p)) {
+      w.ok = false;
+      return nullptr;
+    }
+    const uint8_t* begin = w.p;
+    w.p += *len;
+    return begin;
+  };
   while (w.ok && w.p < w.end) {
     uint64_t key = w.varint();
-    uint32_t field = static_cast<uint32_t>(key >> 3), type = key & 7;
-    auto packed_or_single = [&](bool is_fixed, int width) {
+    if (!w.ok) break;
+    const uint64_t field64 = key >> 3;
+    const uint32_t type = key & 7;
+    if (field64 == 0 || field64 > 0x1fffffff) { w.ok = false; break; }
+    const uint32_t field = static_cast<uint32_t>(field64);
+    auto typed = [&](bool is_fixed, int width) {
+      if (typed_field && typed_field != field) conflict = std::string(typed_field_name(typed_field)) + " and " + typed_field_name(field);
+      typed_field = field;
       if (type == 2) {
-        uint64_t len = w.varint();
-        if (!w.ok || len > static_cast<uint64_t>(w.end - w.p)) { w.ok = false; return; }
-        const uint8_t* stop = w.p + len;
+        uint64_t len = 0;
+        const uint8_t* p = payload(&len);
+        if (!p) return;
         if (is_fixed) {
-          if (len % width) { w.ok = false; return; }
-          fixed.insert(fixed.end(), w.p, stop);
-          w.p = stop;
+          if (len % static_cast<uint64_t>(width)) { w.ok = false; return; }
+          fixed.insert(fixed.end(), p, p + len);
         } else {
-          Wire inner{w.p, stop};
+          Wire inner{p, p + len};
           while (inner.ok && inner.p < inner.end) ints.push_back(inner.varint());
           if (!inner.ok) w.ok = false;
-          w.p = stop;
         }
       } else if (is_fixed && ((type == 5 && width == 4) || (type == 1 && width == 8))) {
         if (w.end - w.p < width) { w.ok = false; return; }
@@ -203,51 +253,68 @@ std::string parse_tensor_pb(const std::string& name, const uint8_t* data, size_t
       }
     };
     switch (field) {
-      case 1:  // dims
+      case kDims:
         if (type == 2) {
-          uint64_t len = w.varint();
-          if (!w.ok || len > static_cast<uint64_t>(w.end - w.p)) { w.ok = false; break; }
-          Wire inner{w.p, w.p + len};
+          uint64_t len = 0;
+          const uint8_t* p = payload(&len);
+          if (!p) break;
+          Wire inner{p, p + len};
           while (inner.ok && inner.p < inner.end) out->dims.push_back(static_cast<int64_t>(inner.varint()));
           if (!inner.ok) w.ok = false;
-          w.p += len;
-        } else {
+        } else if (type == 0) {
           out->dims.push_back(static_cast<int64_t>(w.varint()));
+        } else {
+          w.ok = false;
         }
+        if (out->dims.size() > 64) return name + ": more than 64 dims";
         break;
-      case 2: out->dtype = static_cast<int32_t>(w.varint()); break;
-      case 4: fixed_size = 4; packed_or_single(true, 4); break;   // float_data
-      case 10: fixed_size = 8; packed_or_single(true, 8); break;  // double_data
-      case 5: case 7: case 11: packed_or_single(false, 0); break; // int32/int64/uint64_data
-      case 9: {  // raw_data
-        uint64_t len = w.varint();
-        if (!w.ok || len > static_cast<uint64_t>(w.end - w.p)) { w.ok = false; break; }
-        raw.assign(w.p, w.p + len);
+      case kDataType:
+        if (type != 0) { w.ok = false; break; }
+        out->dtype = static_cast<int32_t>(w.varint());
+        break;
+      case kFloatData: typed(true, 4); break;
+      case kDoubleData: typed(true, 8); break;
+      case kInt32Data: case kInt64Data: case kUint64Data: typed(false, 0); break;
+      case kRawData: {
+        if (type != 2) { w.ok = false; break; }
+        uint64_t len = 0;
+        const uint8_t* p = payload(&len);
+        if (!p) break;
+        raw.assign(p, p + len);
         have_raw = true;
-        w.p += len;
         break;
       }
-      default: {  // skip
+      case kDataLocation:
+        if (type != 0) { w.ok = false; break; }
+        if (w.varint() == 1) external = true;
+        break;
+      case kExternalData:
+        external = true;
+        [[fallthrough]];
+      default:  // skip
         if (type == 0) w.varint();
         else if (type == 1) { if (w.end - w.p < 8) w.ok = false; else w.p += 8; }
         else if (type == 5) { if (w.end - w.p < 4) w.ok = false; else w.p += 4; }
-        else if (type == 2) {
-          uint64_t len = w.varint();
-          if (!w.ok || len > static_cast<uint64_t>(w.end - w.p)) w.ok = false;
-          else w.p += len;
-        } else w.ok = false;
-      }
+        else if (type == 2) { uint64_t len = 0; payload(&len); }
+        else w.ok = false;  // groups (3, 4) and wire types 6, 7
     }
   }
   if (!w.ok) return name + ": not a valid TensorProto (truncated or malformed)";
+  if (external) return name + ": tensors with external data are not supported here (store the data in raw_data)";
   const NpyType* type = type_by_onnx(out->dtype);
   if (!type) return name + ": unsupported data_type " + std::to_string(out->dtype);
   for (int64_t d : out->dims)
-    if (d < 0) return name + ": negative dim";
+    if (d < 0) return name + ": negative dim " + std::to_string(d);
   auto numel = checked_numel(out->dims);
   if (!numel) return name + ": shape product overflows";
   auto bytes = checked_mul(*numel, type->size);
   if (!bytes) return name + ": byte size overflows";
+  if (!conflict.empty()) return name + ": has typed data in both " + conflict;
+  if (have_raw && typed_field)
+    return name + ": has both raw_data and " + typed_field_name(typed_field) + "; a tensor holds one of them";
+  if (typed_field && typed_field != typed_field_for(out->dtype))
+    return name + ": " + typed_field_name(typed_field) + " cannot hold data_type " + std::to_string(out->dtype) +
+           " (expected " + typed_field_name(typed_field_for(out->dtype)) + " or raw_data)";
   if (have_raw) {
     if (raw.size() != static_cast<uint64_t>(*bytes))
       return name + ": raw_data has " + std::to_string(raw.size()) + " bytes, expected " + std::to_string(*bytes);
@@ -255,12 +322,18 @@ std::string parse_tensor_pb(const std::string& name, const uint8_t* data, size_t
     return "";
   }
   out->bytes.resize(static_cast<size_t>(*bytes));
-  if (fixed_size) {
-    if (fixed.size() != static_cast<uint64_t>(*bytes)) return name + ": typed data count does not match the dims";
-    std::memcpy(out->bytes.data(), fixed.data(), fixed.size());
+  if (typed_field == kFloatData || typed_field == kDoubleData) {
+    if (fixed.size() != static_cast<uint64_t>(*bytes))
+      return name + ": " + typed_field_name(typed_field) + " has " + std::to_string(fixed.size() / (typed_field == kFloatData ? 4 : 8)) +
+             " values but the dims need " + std::to_string(*bytes / (typed_field == kFloatData ? 4 : 8));
+    if (!fixed.empty()) std::memcpy(out->bytes.data(), fixed.data(), fixed.size());
     return "";
   }
-  if (ints.size() != static_cast<uint64_t>(*numel)) return name + ": typed data count does not match the dims";
+  if (!typed_field && *numel > 0)
+    return name + ": no data (neither raw_data nor typed data) for " + std::to_string(*numel) + " elements";
+  if (ints.size() != static_cast<uint64_t>(*numel))
+    return name + ": " + typed_field_name(typed_field) + " has " + std::to_string(ints.size()) +
+           " values but the dims need " + std::to_string(*numel);
   for (size_t i = 0; i < ints.size(); ++i) std::memcpy(out->bytes.data() + i * type->size, &ints[i], type->size);
   return "";
 }

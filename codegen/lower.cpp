@@ -130,7 +130,15 @@ class Lowerer {
     return id;
   }
 
-  bool mentions_data_dependent(const Shape& s) {
+  DimExpr fresh_symbol(const std::string& hint) {
+    std::string name;
+    for (char c : hint) name += std::isalnum(static_cast<unsigned char>(c)) ? c : '_';
+    while (model_.ranges.has(name) || input_symbols_.count(name) || used_fresh_.count(name)) name += "_";
+    used_fresh_.insert(name);
+    return DimExpr::symbol(name);
+  }
+
+  bool mentions_data_dependent(const Shape& s) const {
     for (const Dim& d : s)
       for (const auto& name : d->symbols())
         if (!input_symbols_.count(name)) return true;
@@ -146,14 +154,23 @@ class Lowerer {
       fail(ExitCode::kUnsupported, "value '", v.name, "' has unknown rank; the code generator needs "
            "every rank (check `cuvilc inspect` for values whose shape is unknown)");
     Shape s = *v.shape;
-    for (size_t k = 0; k < s.size(); ++k)
+    for (size_t k = 0; k < s.size(); ++k) {
       if (!s[k]) {
-        std::string base;
-        for (char c : v.name) base += std::isalnum(static_cast<unsigned char>(c)) ? c : '_';
-        std::string name = "dyn_" + base + "_" + std::to_string(k);
-        while (model_.ranges.has(name) || input_symbols_.count(name)) name += "_";
-        s[k] = DimExpr::symbol(name);
+        s[k] = fresh_symbol("dyn_" + v.name + "_" + std::to_string(k));
+        continue;
       }
+      // The runtime binds a data-dependent symbol from the dims a kernel produces, which
+      // needs the dim to be exactly that symbol. A compound expression over data-dependent
+      // symbols (e.g. floordiv(frame_length, 2) + 1) is renamed to one symbol per distinct
+      // expression, so every tensor with that extent still agrees on it.
+      if (!s[k]->as_symbol() && mentions_data_dependent(Shape{s[k]})) {
+        std::string key = s[k]->to_string();
+        auto it = compound_symbols_.find(key);
+        if (it == compound_symbols_.end())
+          it = compound_symbols_.emplace(key, fresh_symbol("dyn_" + v.name + "_" + std::to_string(k))).first;
+        s[k] = it->second;
+      }
+    }
     return s;
   }
 
@@ -250,6 +267,8 @@ class Lowerer {
     if (!unary && !binary && !clip) return false;
     if (n.op_type == "Identity" && n.inputs.size() != 1) return false;
     const Shape& domain = shapes_[tensor_of_.at(n.outputs[0])];
+    // A kernel's domain is evaluated before it runs, so it must not wait on data.
+    if (mentions_data_dependent(domain)) return false;
     if (clip) {
       if (n.opset < 11) return false;  // attribute form: leave to the kernel
       for (size_t i = 1; i < n.inputs.size(); ++i) {
@@ -522,6 +541,8 @@ class Lowerer {
   LoweredModel out_;
   std::set<std::string> input_symbols_;
   std::map<std::string, uint32_t> symbol_ids_;
+  std::map<std::string, DimExpr> compound_symbols_;
+  std::set<std::string> used_fresh_;
   std::map<std::string, uint32_t> expr_ids_;
   std::map<ValueId, uint32_t> tensor_of_;
   std::vector<Shape> shapes_;  // per tensor, every dim known

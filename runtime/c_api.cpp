@@ -2,6 +2,7 @@
 // entry point catches everything and returns a status.
 #include "cuvil.h"
 
+#include <cfenv>
 #include <cstring>
 #include <memory>
 #include <new>
@@ -36,9 +37,13 @@ namespace {
 using cuvil::rt::Status;
 using cuvil::rt::StatusCode;
 
+// Returned when even a status cannot be allocated (NULL would read as success). Never
+// freed; its message fits the small-string buffer, so it owns no heap memory.
+cuvil_status_s g_out_of_memory{CUVIL_OUT_OF_MEMORY, "out of memory"};
+
 cuvil_status make(cuvil_status_code code, std::string message) {
   auto* s = new (std::nothrow) cuvil_status_s{code, std::move(message)};
-  return s;  // on allocation failure NULL would read as success; keep a static fallback
+  return s ? s : &g_out_of_memory;
 }
 
 cuvil_status from(const Status& st) {
@@ -51,13 +56,36 @@ cuvil_status guarded(Fn&& fn) {
   try {
     return fn();
   } catch (const std::bad_alloc&) {
-    return make(CUVIL_OUT_OF_MEMORY, "out of memory");
+    return &g_out_of_memory;
   } catch (const std::exception& e) {
-    return make(CUVIL_RUNTIME, std::string("internal error: ") + e.what());
+    try {
+      return make(CUVIL_RUNTIME, std::string("internal error: ") + e.what());
+    } catch (...) {
+      return &g_out_of_memory;
+    }
   } catch (...) {
     return make(CUVIL_RUNTIME, "internal error");
   }
 }
+
+// The runtime computes in the default floating-point environment (round to nearest,
+// denormals kept, exceptions masked), whatever the caller has set, and gives the caller its
+// own environment back, sticky exception flags included (RELIABILITY.md: "the caller's
+// floating-point state is left unchanged"). Session creation runs under it too, because the
+// worker threads inherit the environment of the thread that creates them.
+class DefaultFloatEnvironment {
+ public:
+  DefaultFloatEnvironment() : saved_ok_(std::fegetenv(&saved_) == 0) { std::fesetenv(FE_DFL_ENV); }
+  ~DefaultFloatEnvironment() {
+    if (saved_ok_) std::fesetenv(&saved_);
+  }
+  DefaultFloatEnvironment(const DefaultFloatEnvironment&) = delete;
+  DefaultFloatEnvironment& operator=(const DefaultFloatEnvironment&) = delete;
+
+ private:
+  std::fenv_t saved_;
+  bool saved_ok_;
+};
 
 void describe(const cuvil::rt::Program& p, uint32_t t, cuvil_model_s::Info& out) {
   const cuvil::rt::TensorDesc& d = p.tensors[t];
@@ -109,7 +137,9 @@ extern "C" {
 
 cuvil_status_code cuvil_status_code_of(cuvil_status status) { return status ? status->code : CUVIL_OK; }
 const char* cuvil_status_message(cuvil_status status) { return status ? status->message.c_str() : ""; }
-void cuvil_status_free(cuvil_status status) { delete status; }
+void cuvil_status_free(cuvil_status status) {
+  if (status != &g_out_of_memory) delete status;
+}
 
 const char* cuvil_dtype_name(cuvil_dtype dtype) {
   return cuvil::dtype_name(static_cast<cuvil::DType>(dtype));
@@ -183,6 +213,7 @@ cuvil_status cuvil_session_create(cuvil_model* model, const cuvil_session_option
       o.deadline_ms = options->deadline_ms;
     }
     auto s = std::make_unique<cuvil_session_s>();
+    DefaultFloatEnvironment fenv;
     s->session = std::make_unique<cuvil::rt::Session>(model->package, o);
     *out_session = s.release();
     return nullptr;
@@ -203,7 +234,10 @@ cuvil_status cuvil_session_set_input(cuvil_session* session, const char* name, c
 
 cuvil_status cuvil_session_run(cuvil_session* session) {
   if (!session) return make(CUVIL_INVALID_ARGUMENT, "cuvil_session_run: null session");
-  return guarded([&]() -> cuvil_status { return from(session->session->run()); });
+  return guarded([&]() -> cuvil_status {
+    DefaultFloatEnvironment fenv;
+    return from(session->session->run());
+  });
 }
 
 cuvil_status cuvil_session_get_output(cuvil_session* session, size_t index, cuvil_tensor_info* out_info,

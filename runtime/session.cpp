@@ -194,7 +194,8 @@ Status Session::bind_inputs() {
   for (size_t i = 0; i < inputs_.size(); ++i)
     if (!inputs_[i].set)
       return make_status(StatusCode::kInvalidArgument, "input '",
-                         program_.tensors[program_.inputs[i]].name, "' is not set");
+                         program_.tensors[program_.inputs[i]].name,
+                         "' is not set (every input must be set before each run)");
   // Bare-symbol dims bind symbols; then every dim expression must agree with the input.
   for (size_t i = 0; i < inputs_.size(); ++i) {
     const TensorDesc& d = program_.tensors[program_.inputs[i]];
@@ -427,14 +428,25 @@ Status Session::run() {
   eval_.reset();
   if (options_.deadline_ms > 0)
     deadline_ = std::chrono::steady_clock::now() + std::chrono::milliseconds(options_.deadline_ms);
-  CUVIL_RETURN_IF_ERROR(bind_inputs());
-  CUVIL_RETURN_IF_ERROR(prepare_tensors());
-  CUVIL_RETURN_IF_ERROR(execute());
-  for (uint32_t t : program_.outputs)
-    if (!ready_[t])
-      return make_status(StatusCode::kRuntime, "output '", program_.tensors[t].name, "' was not produced");
-  last_run_ok_ = true;
-  return Status::ok();
+  Status st = [this]() -> Status {
+    CUVIL_RETURN_IF_ERROR(bind_inputs());
+    CUVIL_RETURN_IF_ERROR(prepare_tensors());
+    CUVIL_RETURN_IF_ERROR(execute());
+    for (uint32_t t : program_.outputs)
+      if (!ready_[t])
+        return make_status(StatusCode::kRuntime, "output '", program_.tensors[t].name, "' was not produced");
+    return Status::ok();
+  }();
+  // Input data is borrowed only until run() returns (cuvil.h): forget it, whatever the
+  // outcome, so that a later run can never read a buffer the caller has since freed.
+  for (InputBinding& b : inputs_) {
+    b.set = false;
+    b.data = nullptr;
+    b.bytes = 0;
+  }
+  for (uint32_t t : program_.inputs) views_[t].data = nullptr;
+  last_run_ok_ = st.is_ok();
+  return st;
 }
 
 const TensorView* Session::output(size_t index) const {

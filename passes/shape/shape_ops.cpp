@@ -486,6 +486,7 @@ void infer_unsqueeze(InferContext& ctx) {
     ctx.set_output(0, x.dtype, std::nullopt);
     return;
   }
+  check_rank_limit(ctx, *axes.count, "axes");  // first, so that the sum cannot overflow
   int64_t out_rank = r + *axes.count;
   check_rank_limit(ctx, out_rank, "axes");
   if (!axes.values) {
@@ -871,7 +872,9 @@ void infer_tile(InferContext& ctx) {
   auto total = times ? checked_mul(static_cast<int64_t>(in->size()), *times) : std::nullopt;
   if (!total || *total > kMaxSymElements) return;
   Values result;
-  for (int64_t t = 0; t < *times; ++t) result.insert(result.end(), in->begin(), in->end());
+  // An empty vector repeated INT64_MAX times is still empty: loop only when it grows.
+  for (int64_t t = 0; !in->empty() && t < *times; ++t)
+    result.insert(result.end(), in->begin(), in->end());
   ctx.set_output_sym_data(0, std::move(result));
 }
 

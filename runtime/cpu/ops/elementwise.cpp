@@ -199,12 +199,6 @@ Status require_same_dtype(OpContext& ctx, size_t i, size_t j) {
   return Status::ok();
 }
 
-std::string dims_text(const std::vector<int64_t>& d) {
-  std::string s = "[";
-  for (size_t i = 0; i < d.size(); ++i) s += (i ? "," : "") + std::to_string(d[i]);
-  return s + "]";
-}
-
 // ---- unary -----------------------------------------------------------------------------------
 
 // out = f(x) elementwise, out dtype = x dtype, for x in the dtype set `Set`.
@@ -278,8 +272,8 @@ Status legacy_broadcast_dims(OpContext& ctx, const TensorView& a, const TensorVi
   if (!normalize_axis(ctx.attrs().get_int("axis", 0), rank, &axis) ||
       axis + static_cast<int64_t>(b.dims.size()) > rank)
     return ctx.error(StatusCode::kInvalidArgument, "legacy broadcast axis ",
-                     ctx.attrs().get_int("axis", 0), " does not fit B ", dims_text(b.dims),
-                     " into A ", dims_text(a.dims));
+                     ctx.attrs().get_int("axis", 0), " does not fit B ", dims_string(b.dims),
+                     " into A ", dims_string(a.dims));
   b_dims->assign(static_cast<size_t>(rank), 1);
   for (size_t i = 0; i < b.dims.size(); ++i) (*b_dims)[static_cast<size_t>(axis) + i] = b.dims[i];
   return Status::ok();
@@ -297,8 +291,8 @@ Status binary_shapes(OpContext& ctx, BinaryShapes* s) {
   s->b = *ctx.input(1);
   CUVIL_RETURN_IF_ERROR(legacy_broadcast_dims(ctx, *ctx.input(0), *ctx.input(1), &s->b.dims));
   if (!broadcast_shape(s->a.dims, s->b.dims, &s->out))
-    return ctx.error(StatusCode::kInvalidArgument, "input shapes ", dims_text(s->a.dims), " and ",
-                     dims_text(s->b.dims), " do not broadcast");
+    return ctx.error(StatusCode::kInvalidArgument, "input shapes ", dims_string(s->a.dims), " and ",
+                     dims_string(s->b.dims), " do not broadcast");
   return Status::ok();
 }
 
@@ -313,7 +307,7 @@ Status binary_op(OpContext& ctx, const F& f, bool check_zero_divisor = false) {
   CUVIL_RETURN_IF_ERROR(require_same_dtype(ctx, 0, 1));
   int64_t numel = 0;
   if (!dims_numel(s.out, &numel))
-    return ctx.error(StatusCode::kInvalidArgument, "output shape ", dims_text(s.out), " overflows");
+    return ctx.error(StatusCode::kInvalidArgument, "output shape ", dims_string(s.out), " overflows");
   if (check_zero_divisor && numel > 0 && dtype_is_integer(s.b.dtype)) {
     bool zero = false;
     visit_dtype<kIntTypes>(s.b.dtype, [&](auto tag) {
@@ -356,12 +350,12 @@ template <unsigned Set, typename F> Status variadic_op(OpContext& ctx, const F& 
   std::vector<int64_t> out_dims;
   if (!broadcast_shape(shapes, &out_dims)) {
     std::string all;
-    for (const auto* d : shapes) all += dims_text(*d) + " ";
+    for (const auto* d : shapes) all += dims_string(*d) + " ";
     return ctx.error(StatusCode::kInvalidArgument, "input shapes ", all, "do not broadcast");
   }
   int64_t numel = 0;
   if (!dims_numel(out_dims, &numel))
-    return ctx.error(StatusCode::kInvalidArgument, "output shape ", dims_text(out_dims), " overflows");
+    return ctx.error(StatusCode::kInvalidArgument, "output shape ", dims_string(out_dims), " overflows");
   const DType dt = ctx.input(0)->dtype;
   TensorView* out = nullptr;
   CUVIL_RETURN_IF_ERROR(ctx.allocate_output(0, dt, out_dims, &out));
@@ -605,7 +599,7 @@ Status kernel_Clip(OpContext& ctx) {
                        ", expected ", dtype_name(x.dtype));
     if (b->numel() != 1)
       return ctx.error(StatusCode::kInvalidArgument, "input ", i, " must be a scalar, got shape ",
-                       dims_text(b->dims));
+                       dims_string(b->dims));
   }
   TensorView* out = nullptr;
   CUVIL_RETURN_IF_ERROR(ctx.allocate_output(0, x.dtype, x.dims, &out));
@@ -635,13 +629,61 @@ Status kernel_Clip(OpContext& ctx) {
 // ---- Cast ----------------------------------------------------------------------------------------
 
 namespace {
+bool is_int4(DType t) { return t == DType::Int4 || t == DType::UInt4; }
+
+// Casts from or to float8 and 4-bit types go through double (rare; not performance critical).
+// To int4/uint4: round half to even and saturate (NaN -> 0); nibbles pack low first.
+void cast_via_double(const TensorView& x, TensorView* out, bool saturate) {
+  const int64_t n = x.numel();
+  std::vector<double> tmp(static_cast<size_t>(n));
+  const uint8_t* raw = x.as<uint8_t>();
+  if (const Float8Format* f = float8_format(x.dtype)) {
+    for (int64_t i = 0; i < n; ++i) tmp[i] = float8_bits_to_float(raw[i], *f);
+  } else if (is_int4(x.dtype)) {
+    for (int64_t i = 0; i < n; ++i) {
+      int v = (raw[i / 2] >> ((i % 2) * 4)) & 0xf;
+      if (x.dtype == DType::Int4 && v >= 8) v -= 16;
+      tmp[i] = v;
+    }
+  } else {
+    visit_dtype(x.dtype, [&](auto tag) {
+      using From = typename decltype(tag)::type;
+      const From* src = x.as<From>();
+      for (int64_t i = 0; i < n; ++i) tmp[i] = convert<double>(src[i]);
+    });
+  }
+  uint8_t* dst = out->as<uint8_t>();
+  if (const Float8Format* f = float8_format(out->dtype)) {
+    for (int64_t i = 0; i < n; ++i) dst[i] = float_to_float8_bits(static_cast<float>(tmp[i]), *f, saturate);
+  } else if (is_int4(out->dtype)) {
+    const double lo = out->dtype == DType::Int4 ? -8 : 0, hi = out->dtype == DType::Int4 ? 7 : 15;
+    if (out->bytes() > 0) std::memset(dst, 0, out->bytes());
+    for (int64_t i = 0; i < n; ++i) {
+      const double v = std::isnan(tmp[i]) ? 0.0 : std::min(hi, std::max(lo, round_half_even(tmp[i])));
+      const uint8_t nibble = static_cast<uint8_t>(static_cast<int>(v) & 0xf);
+      dst[i / 2] = static_cast<uint8_t>(dst[i / 2] | (nibble << ((i % 2) * 4)));
+    }
+  } else {
+    visit_dtype(out->dtype, [&](auto tag) {
+      using To = typename decltype(tag)::type;
+      To* d = out->as<To>();
+      for (int64_t i = 0; i < n; ++i) d[i] = convert<To>(tmp[i]);
+    });
+  }
+}
+
 Status cast_to(OpContext& ctx, DType to) {
   const TensorView& x = *ctx.input(0);
-  if (!dtype_in_set(x.dtype, kAllTypes)) return bad_dtype(ctx, 0, x.dtype);
-  if (!dtype_in_set(to, kAllTypes))
+  auto special = [](DType t) { return float8_format(t) != nullptr || is_int4(t); };
+  if (!dtype_in_set(x.dtype, kAllTypes) && !special(x.dtype)) return bad_dtype(ctx, 0, x.dtype);
+  if (!dtype_in_set(to, kAllTypes) && !special(to))
     return ctx.error(StatusCode::kUnsupported, "cast to ", dtype_name(to), " is not supported");
   TensorView* out = nullptr;
   CUVIL_RETURN_IF_ERROR(ctx.allocate_output(0, to, x.dims, &out));
+  if (special(x.dtype) || special(to)) {
+    cast_via_double(x, out, ctx.attrs().get_int("saturate", 1) != 0);
+    return Status::ok();
+  }
   visit_dtype(x.dtype, [&](auto from_tag) {
     using From = typename decltype(from_tag)::type;
     visit_dtype(to, [&](auto to_tag) {
@@ -734,7 +776,7 @@ Status kernel_Pow(OpContext& ctx) {
   if (ctx.opset() < 12) CUVIL_RETURN_IF_ERROR(require_same_dtype(ctx, 0, 1));
   int64_t numel = 0;
   if (!dims_numel(s.out, &numel))
-    return ctx.error(StatusCode::kInvalidArgument, "output shape ", dims_text(s.out), " overflows");
+    return ctx.error(StatusCode::kInvalidArgument, "output shape ", dims_string(s.out), " overflows");
   TensorView* out = nullptr;
   CUVIL_RETURN_IF_ERROR(ctx.allocate_output(0, s.a.dtype, s.out, &out));
   if (numel == 0) return Status::ok();
@@ -794,8 +836,8 @@ Status kernel_PRelu(OpContext& ctx) {
   }
   std::vector<int64_t> out_dims;
   if (!broadcast_shape(x.dims, slope.dims, &out_dims) || out_dims != x.dims)
-    return ctx.error(StatusCode::kInvalidArgument, "slope ", dims_text(slope.dims),
-                     " does not broadcast to X ", dims_text(x.dims));
+    return ctx.error(StatusCode::kInvalidArgument, "slope ", dims_string(slope.dims),
+                     " does not broadcast to X ", dims_string(x.dims));
   TensorView* out = nullptr;
   CUVIL_RETURN_IF_ERROR(ctx.allocate_output(0, x.dtype, x.dims, &out));
   if (x.numel() == 0) return Status::ok();
@@ -855,11 +897,11 @@ Status kernel_Where(OpContext& ctx) {
   CUVIL_RETURN_IF_ERROR(require_same_dtype(ctx, 1, 2));
   std::vector<int64_t> out_dims;
   if (!broadcast_shape({&c.dims, &x.dims, &y.dims}, &out_dims))
-    return ctx.error(StatusCode::kInvalidArgument, "input shapes ", dims_text(c.dims), " ",
-                     dims_text(x.dims), " ", dims_text(y.dims), " do not broadcast");
+    return ctx.error(StatusCode::kInvalidArgument, "input shapes ", dims_string(c.dims), " ",
+                     dims_string(x.dims), " ", dims_string(y.dims), " do not broadcast");
   int64_t numel = 0;
   if (!dims_numel(out_dims, &numel))
-    return ctx.error(StatusCode::kInvalidArgument, "output shape ", dims_text(out_dims), " overflows");
+    return ctx.error(StatusCode::kInvalidArgument, "output shape ", dims_string(out_dims), " overflows");
   TensorView* out = nullptr;
   CUVIL_RETURN_IF_ERROR(ctx.allocate_output(0, x.dtype, out_dims, &out));
   if (numel == 0) return Status::ok();

@@ -1,5 +1,5 @@
 // Helpers shared by the whole-tensor CPU kernels (runtime/cpu/ops/*.cpp): 16-bit float types
-// that convert through float, dtype -> C++ type dispatch, numpy broadcasting of shapes and
+// that convert through float, float8 encode/decode, dtype -> C++ type dispatch, numpy broadcasting of shapes and
 // strides, axis normalisation and reading small integer tensors (axes, shapes, k). Everything
 // here is header-only and allocation-light; the API is shared by every kernel family, so keep
 // it stable (add, do not change).
@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <cstring>
 #include <limits>
+#include <string>
 #include <type_traits>
 #include <vector>
 
@@ -84,6 +85,84 @@ inline uint16_t float_to_bfloat16_bits(float f) {
   if ((x & 0x7fffffffu) > 0x7f800000u) return static_cast<uint16_t>((x >> 16) | 0x40u);  // quiet NaN
   x += 0x7fffu + ((x >> 16) & 1u);
   return static_cast<uint16_t>(x >> 16);
+}
+
+// ---- 8-bit floats (Float8E4M3FN, Float8E4M3FNUZ, Float8E5M2, Float8E5M2FNUZ) -------------------
+
+struct Float8Format {
+  int mant_bits;
+  int bias;
+  bool fnuz;     // 0x80 is the only NaN, no negative zero, no infinity
+  bool has_inf;  // E5M2 only: IEEE-style infinities and NaNs
+  double max;    // largest finite value
+};
+// Null for non-float8 dtypes.
+inline const Float8Format* float8_format(DType t) {
+  static const Float8Format kE4M3FN{3, 7, false, false, 448.0};
+  static const Float8Format kE4M3FNUZ{3, 8, true, false, 240.0};
+  static const Float8Format kE5M2{2, 15, false, true, 57344.0};
+  static const Float8Format kE5M2FNUZ{2, 16, true, false, 57344.0};
+  switch (t) {
+    case DType::Float8E4M3FN: return &kE4M3FN;
+    case DType::Float8E4M3FNUZ: return &kE4M3FNUZ;
+    case DType::Float8E5M2: return &kE5M2;
+    case DType::Float8E5M2FNUZ: return &kE5M2FNUZ;
+    default: return nullptr;
+  }
+}
+
+inline float float8_bits_to_float(uint8_t b, const Float8Format& f) {
+  const int exp_bits = 7 - f.mant_bits;
+  const int exp_max = (1 << exp_bits) - 1;
+  const bool neg = (b & 0x80u) != 0;
+  const int e = (b >> f.mant_bits) & exp_max;
+  const int m = b & ((1 << f.mant_bits) - 1);
+  if (f.fnuz && b == 0x80u) return NAN;
+  if (!f.fnuz && !f.has_inf && (b & 0x7fu) == 0x7fu) return NAN;
+  if (f.has_inf && e == exp_max) return m ? NAN : (neg ? -INFINITY : INFINITY);
+  const double v = e == 0 ? std::ldexp(static_cast<double>(m), 1 - f.bias - f.mant_bits)
+                          : std::ldexp(static_cast<double>((1 << f.mant_bits) | m), e - f.bias - f.mant_bits);
+  return static_cast<float>(neg ? -v : v);
+}
+
+// Round to nearest even. With `saturate`, out-of-range values (and infinities, except for
+// E5M2) become +-max; without, they become NaN (infinity for E5M2), as ONNX Cast specifies.
+inline uint8_t float_to_float8_bits(float x, const Float8Format& f, bool saturate) {
+  const uint8_t nan = f.fnuz ? 0x80u : 0x7fu;
+  if (std::isnan(x)) return nan;
+  const uint8_t sign = std::signbit(x) ? 0x80u : 0x00u;
+  auto overflow = [&]() -> uint8_t {
+    if (saturate) {
+      if (f.has_inf && std::isinf(x)) return sign | 0x7cu;
+      int e = 0;
+      const double m = std::frexp(f.max, &e);  // max = m * 2^e, m in [0.5, 1)
+      const int mant = static_cast<int>(std::ldexp(m, f.mant_bits + 1)) - (1 << f.mant_bits);
+      return sign | static_cast<uint8_t>(((e - 1 + f.bias) << f.mant_bits) | mant);
+    }
+    return f.has_inf ? (sign | 0x7cu) : nan;
+  };
+  if (std::isinf(x)) return overflow();
+  const double a = std::fabs(static_cast<double>(x));
+  if (a == 0) return f.fnuz ? 0 : sign;
+  int e = 0;
+  std::frexp(a, &e);  // a = m * 2^e, m in [0.5, 1): the leading bit is 2^(e-1)
+  const int emin = 1 - f.bias;
+  const int q = std::max(e - 1, emin) - f.mant_bits;  // quantum exponent
+  const double scaled = std::ldexp(a, -q);
+  double r = std::floor(scaled);
+  const double frac = scaled - r;
+  if (frac > 0.5 || (frac == 0.5 && std::fmod(r, 2.0) != 0)) r += 1;
+  if (std::ldexp(r, q) > f.max) return overflow();
+  if (r == 0) return f.fnuz ? 0 : sign;
+  int64_t mant = static_cast<int64_t>(r);
+  int qe = q;
+  if (mant >= (int64_t{1} << (f.mant_bits + 1))) {  // rounding carried into the next binade
+    mant >>= 1;
+    ++qe;
+  }
+  if (mant < (int64_t{1} << f.mant_bits)) return sign | static_cast<uint8_t>(mant);  // subnormal
+  const int exp_field = qe + f.mant_bits + f.bias;
+  return sign | static_cast<uint8_t>((exp_field << f.mant_bits) | (mant - (int64_t{1} << f.mant_bits)));
 }
 
 // Storage types for Float16 / BFloat16 elements; arithmetic goes through float.
@@ -310,6 +389,13 @@ inline std::vector<int64_t> broadcast_strides(const std::vector<int64_t>& in,
     stride *= in[i];
   }
   return s;
+}
+
+// "[2,3,4]" for messages.
+inline std::string dims_string(const std::vector<int64_t>& dims) {
+  std::string s = "[";
+  for (size_t i = 0; i < dims.size(); ++i) s += (i ? "," : "") + std::to_string(dims[i]);
+  return s + "]";
 }
 
 // Maps axis in [-rank, rank) to [0, rank); false when out of range.

@@ -526,9 +526,19 @@ Status kernel_SpaceToDepth(OpContext& ctx) {
   const int64_t n = x->dims[0], c = x->dims[1], h = x->dims[2], w = x->dims[3];
   if (h % b != 0 || w % b != 0)
     return ctx.error(StatusCode::kShape, "height ", h, " and width ", w, " must be multiples of blocksize ", b);
-  // Output channel (by*b + bx)*C + c reads input (c, y*b + by, x*b + bx).
-  const std::vector<int64_t> view = {n, b, b, c, h / b, w / b};
-  const std::vector<int64_t> strides = {c * h * w, w, 1, h * w, b * w, b};
+  // Output channel (by*b + bx)*C + c (DCR) or c*b*b + by*b + bx (CRD, opset 28) reads
+  // input (c, y*b + by, x*b + bx).
+  const std::string mode = ctx.attrs().get_string("mode", "DCR");
+  std::vector<int64_t> view, strides;
+  if (mode == "DCR") {
+    view = {n, b, b, c, h / b, w / b};
+    strides = {c * h * w, w, 1, h * w, b * w, b};
+  } else if (mode == "CRD") {
+    view = {n, c, b, b, h / b, w / b};
+    strides = {c * h * w, h * w, w, 1, b * w, b};
+  } else {
+    return ctx.error(StatusCode::kInvalidArgument, "attribute 'mode' is '", mode, "'; expected DCR or CRD");
+  }
   TensorView* out = nullptr;
   CUVIL_RETURN_IF_ERROR(allocate_checked(ctx, 0, x->dtype, {n, c * b * b, h / b, w / b}, &out));
   strided_copy(out->data, x->data, view, strides, 0, dtype_bits(x->dtype));

@@ -19,12 +19,6 @@ namespace {
 
 constexpr int64_t kGrainElements = int64_t{1} << 15;
 
-std::string dims_text(const std::vector<int64_t>& d) {
-  std::string s = "[";
-  for (size_t i = 0; i < d.size(); ++i) s += (i ? "," : "") + std::to_string(d[i]);
-  return s + "]";
-}
-
 Status require_input(OpContext& ctx, size_t i) {
   if (i >= ctx.num_inputs() || !ctx.input(i))
     return ctx.error(StatusCode::kInvalidArgument, "required input ", i, " is missing");
@@ -248,7 +242,7 @@ template <ReduceKind K> Status reduce_kernel(OpContext& ctx) {
     if (t) {
       if (t->dtype != DType::Int64 || t->dims.size() > 1)
         return ctx.error(StatusCode::kInvalidArgument, "axes (input 1) must be a 1-D int64 tensor, got ",
-                         dtype_name(t->dtype), " ", dims_text(t->dims));
+                         dtype_name(t->dtype), " ", dims_string(t->dims));
       read_int_tensor(t, &axes);
     }
   } else {
@@ -475,7 +469,7 @@ Status kernel_Trilu(OpContext& ctx) {
   CUVIL_RETURN_IF_ERROR(require_dtype(ctx, 0, kAllTypes));
   const TensorView& in = *ctx.input(0);
   if (in.dims.size() < 2)
-    return ctx.error(StatusCode::kInvalidArgument, "input must have rank >= 2, got ", dims_text(in.dims));
+    return ctx.error(StatusCode::kInvalidArgument, "input must have rank >= 2, got ", dims_string(in.dims));
   int64_t k = 0;
   if (ctx.num_inputs() > 1 && ctx.input(1)) {
     std::vector<int64_t> kv;
@@ -559,7 +553,7 @@ Status kernel_LRN(OpContext& ctx) {
   CUVIL_RETURN_IF_ERROR(require_dtype(ctx, 0, kFloatTypes));
   const TensorView& in = *ctx.input(0);
   if (in.dims.size() < 2)
-    return ctx.error(StatusCode::kInvalidArgument, "input must have rank >= 2, got ", dims_text(in.dims));
+    return ctx.error(StatusCode::kInvalidArgument, "input must have rank >= 2, got ", dims_string(in.dims));
   const int64_t size = ctx.attrs().get_int("size", 0);
   if (size <= 0) return ctx.error(StatusCode::kInvalidArgument, "size must be positive, got ", size);
   const double alpha = ctx.attrs().get_float("alpha", 1e-4f);

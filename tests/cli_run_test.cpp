@@ -1,0 +1,337 @@
+// cuvil-run end to end (suite CliRun): a tiny model is compiled with the real cuvilc
+// (CUVIL_CUVILC) and run with the real cuvil-run (CUVIL_RUN) through the shell, with a
+// timeout so that a hang fails the test. Covers inputs from .npy and ONNX TensorProto .pb
+// files, random inputs from --shape, --output-dir (.npy files that read back), --bench, and
+// the documented exit codes with a message naming the culprit: 2 for a missing, unknown or
+// duplicate input, 3 for a corrupt package (naming the section), 5 for a missing file.
+// The .npy files are written and read with a small independent codec (not cli/npy.cpp), so
+// the test also checks that cuvil-run speaks the format NumPy does.
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cmath>
+#include <cstring>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "onnx_builder.h"
+#include "runtime/package.h"
+
+namespace cuvil {
+namespace {
+
+using test::TempDir;
+using Tp = onnx::TensorProto;
+
+struct RunResult {
+  int exit_code = -1;  // -1: did not exit normally (e.g. a crash)
+  std::string out, err;
+};
+
+std::string shell_quote(const std::string& s) {
+  std::string q = "'";
+  for (char c : s) q += c == '\'' ? std::string("'\\''") : std::string(1, c);
+  return q + "'";
+}
+
+RunResult run_binary(const std::string& dir, const char* binary, const std::vector<std::string>& args) {
+  const std::string out = dir + "/.stdout", err = dir + "/.stderr";
+  std::string cmd = "timeout 60 " + shell_quote(binary);
+  for (const auto& a : args) cmd += " " + shell_quote(a);
+  cmd += " >" + shell_quote(out) + " 2>" + shell_quote(err) + " </dev/null";
+  int status = std::system(cmd.c_str());
+  RunResult r;
+  if (status != -1 && WIFEXITED(status)) r.exit_code = WEXITSTATUS(status);
+  r.out = test::read_bytes(out);
+  r.err = test::read_bytes(err);
+  unlink(out.c_str());
+  unlink(err.c_str());
+  return r;
+}
+
+#define EXPECT_MENTIONS(text, needle) \
+  EXPECT_NE((text).find(needle), std::string::npos) << "missing '" << (needle) << "' in:\n" << (text)
+
+// ---- a minimal .npy codec (format 1.0, little-endian, C order) ----
+
+std::string npy_file(const std::string& descr, const std::vector<int64_t>& dims, const std::string& data) {
+  std::string shape = "(";
+  for (size_t i = 0; i < dims.size(); ++i) shape += (i ? ", " : "") + std::to_string(dims[i]);
+  if (dims.size() == 1) shape += ",";
+  shape += ")";
+  std::string header = "{'descr': '" + descr + "', 'fortran_order': False, 'shape': " + shape + ", }";
+  header += std::string((64 - (10 + header.size() + 1) % 64) % 64, ' ') + "\n";
+  std::string out = std::string("\x93NUMPY\x01\x00", 8);
+  out += static_cast<char>(header.size() & 0xff);
+  out += static_cast<char>(header.size() >> 8);
+  return out + header + data;
+}
+
+struct Npy {
+  std::string header;
+  std::string data;
+};
+// Splits a .npy file into its header text and data; fails the test on a malformed file.
+Npy read_npy_file(const std::string& path) {
+  std::string f = test::read_bytes(path);
+  Npy n;
+  EXPECT_GE(f.size(), 10u);
+  if (f.size() < 10) return n;
+  EXPECT_EQ(f.substr(0, 6), "\x93NUMPY");
+  size_t len = static_cast<uint8_t>(f[8]) | (static_cast<size_t>(static_cast<uint8_t>(f[9])) << 8);
+  EXPECT_LE(10 + len, f.size());
+  EXPECT_EQ((10 + len) % 64, 0u) << "data not 64-byte aligned";
+  n.header = f.substr(10, len);
+  n.data = f.substr(std::min(f.size(), 10 + len));
+  return n;
+}
+
+template <typename T>
+std::string raw(const std::vector<T>& v) {
+  return std::string(reinterpret_cast<const char*>(v.data()), v.size() * sizeof(T));
+}
+template <typename T>
+std::vector<T> values(const std::string& data) {
+  std::vector<T> v(data.size() / sizeof(T));
+  if (!v.empty()) std::memcpy(v.data(), data.data(), v.size() * sizeof(T));
+  return v;
+}
+
+const std::vector<float> kBias = {0.5f, -1.f, 2.f};
+
+// x: f32[batch, 3] -> Add(bias) -> Relu -> y
+onnx::ModelProto tiny_model() {
+  onnx::ModelProto m = test::make_model();
+  auto* g = m.mutable_graph();
+  test::add_input(g, "x", Tp::FLOAT, {"batch", 3});
+  *g->add_initializer() = test::make_float_tensor("bias", {3}, kBias);
+  test::add_node(g, "Add", {"x", "bias"}, {"s"}, "add");
+  test::add_node(g, "Relu", {"s"}, {"y"}, "relu");
+  test::add_output(g, "y", Tp::FLOAT, {"batch", 3});
+  return m;
+}
+
+// a: f32[2, 2] (static), b: f32[2, 2] -> Mul -> c
+onnx::ModelProto static_model() {
+  onnx::ModelProto m = test::make_model();
+  auto* g = m.mutable_graph();
+  test::add_input(g, "a", Tp::FLOAT, {2, 2});
+  test::add_input(g, "b", Tp::FLOAT, {2, 2});
+  test::add_node(g, "Mul", {"a", "b"}, {"c"}, "mul");
+  test::add_output(g, "c", Tp::FLOAT, {2, 2});
+  return m;
+}
+
+std::vector<float> expected_y(const std::vector<float>& x) {
+  std::vector<float> y(x.size());
+  for (size_t i = 0; i < x.size(); ++i) {
+    float s = x[i] + kBias[i % 3];
+    y[i] = s > 0.f ? s : 0.f;
+  }
+  return y;
+}
+
+class CliRun : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    package_ = tmp_.file("tiny.cuvir");
+    RunResult r = run_binary(tmp_.path(), CUVIL_CUVILC,
+                             {"compile", test::write_model(tmp_.path(), tiny_model(), "tiny.onnx"), "-o", package_,
+                              "--dim", "batch=1:8"});
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+  }
+  RunResult run(std::vector<std::string> args) {
+    args.insert(args.begin(), package_);
+    return run_binary(tmp_.path(), CUVIL_RUN, args);
+  }
+  TempDir tmp_;
+  std::string package_;
+};
+
+const std::vector<float> kX = {-1.f, 0.5f, -3.f, 4.f, 0.25f, -0.5f};  // [2, 3]
+
+TEST_F(CliRun, InputFromNpy) {
+  test::write_bytes(tmp_.file("x.npy"), npy_file("<f4", {2, 3}, raw(kX)));
+  const std::string out_dir = tmp_.file("out");
+  RunResult r = run({"--input", "x=" + tmp_.file("x.npy"), "--output-dir", out_dir});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_MENTIONS(r.out, "y: f32[2, 3]");
+  Npy y = read_npy_file(out_dir + "/y.npy");
+  EXPECT_MENTIONS(y.header, "'descr': '<f4'");
+  EXPECT_MENTIONS(y.header, "'fortran_order': False");
+  EXPECT_MENTIONS(y.header, "'shape': (2,3)");
+  EXPECT_EQ(values<float>(y.data), expected_y(kX));
+}
+
+TEST_F(CliRun, InputFromTensorProto) {
+  for (bool use_raw : {true, false}) {
+    Tp t = use_raw ? test::make_raw_tensor("x", Tp::FLOAT, {2, 3}, test::raw_of(kX))
+                   : test::make_float_tensor("x", {2, 3}, kX);
+    std::string bytes;
+    ASSERT_TRUE(t.SerializeToString(&bytes));
+    test::write_bytes(tmp_.file("x.pb"), bytes);
+    const std::string out_dir = tmp_.file(use_raw ? "out_raw" : "out_typed");
+    RunResult r = run({"--input", "x=" + tmp_.file("x.pb"), "--output-dir", out_dir});
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    EXPECT_EQ(values<float>(read_npy_file(out_dir + "/y.npy").data), expected_y(kX));
+  }
+}
+
+TEST_F(CliRun, RandomInputFromShape) {
+  const std::string out_dir = tmp_.file("out");
+  RunResult r = run({"--shape", "x=4x3", "--output-dir", out_dir, "--seed", "5"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_MENTIONS(r.out, "y: f32[4, 3]");
+  Npy y = read_npy_file(out_dir + "/y.npy");
+  EXPECT_MENTIONS(y.header, "'shape': (4,3)");
+  std::vector<float> v = values<float>(y.data);
+  ASSERT_EQ(v.size(), 12u);
+  for (float f : v) EXPECT_TRUE(f >= 0.f && f < 3.f) << f;  // relu(x + bias) with x in [-1, 1)
+  // Same seed, same output.
+  RunResult again = run({"--shape", "x=4x3", "--output-dir", tmp_.file("out2"), "--seed", "5"});
+  ASSERT_EQ(again.exit_code, 0) << again.err;
+  EXPECT_EQ(read_npy_file(tmp_.file("out2") + "/y.npy").data, y.data);
+}
+
+TEST_F(CliRun, StaticInputsNeedNoOption) {
+  std::string pkg = tmp_.file("static.cuvir");
+  RunResult c = run_binary(tmp_.path(), CUVIL_CUVILC,
+                           {"compile", test::write_model(tmp_.path(), static_model(), "static.onnx"), "-o", pkg});
+  ASSERT_EQ(c.exit_code, 0) << c.err;
+  RunResult r = run_binary(tmp_.path(), CUVIL_RUN, {pkg});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_MENTIONS(r.out, "c: f32[2, 2]");
+}
+
+TEST_F(CliRun, Bench) {
+  RunResult r = run({"--shape", "x=2x3", "--bench", "3"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  for (const char* word : {"bench: 3 runs", "p50", "p90", "p99", "runs/s"}) EXPECT_MENTIONS(r.out, word);
+}
+
+TEST_F(CliRun, MissingInputTellsTheUserWhatToPass) {
+  RunResult r = run({});
+  EXPECT_EQ(r.exit_code, 2) << r.err;
+  EXPECT_MENTIONS(r.err, "'x'");
+  EXPECT_MENTIONS(r.err, "[batch, 3]");
+  EXPECT_MENTIONS(r.err, "--input x=");
+  EXPECT_MENTIONS(r.err, "--shape x=");
+}
+
+TEST_F(CliRun, UnknownInputName) {
+  test::write_bytes(tmp_.file("x.npy"), npy_file("<f4", {2, 3}, raw(kX)));
+  RunResult r = run({"--input", "x=" + tmp_.file("x.npy"), "--input", "z=" + tmp_.file("x.npy")});
+  EXPECT_EQ(r.exit_code, 2) << r.err;
+  EXPECT_MENTIONS(r.err, "unknown input 'z'");
+  r = run({"--shape", "x=2x3", "--shape", "q=1"});
+  EXPECT_EQ(r.exit_code, 2) << r.err;
+  EXPECT_MENTIONS(r.err, "unknown input 'q'");
+}
+
+TEST_F(CliRun, DuplicateInput) {
+  test::write_bytes(tmp_.file("x.npy"), npy_file("<f4", {2, 3}, raw(kX)));
+  RunResult r = run({"--input", "x=" + tmp_.file("x.npy"), "--input", "x=" + tmp_.file("x.npy")});
+  EXPECT_EQ(r.exit_code, 2) << r.err;
+  EXPECT_MENTIONS(r.err, "'x' given twice");
+  r = run({"--shape", "x=2x3", "--shape", "x=1x3"});
+  EXPECT_EQ(r.exit_code, 2) << r.err;
+  EXPECT_MENTIONS(r.err, "'x' given twice");
+  r = run({"--input", "x=" + tmp_.file("x.npy"), "--shape", "x=1x3"});
+  EXPECT_EQ(r.exit_code, 2) << r.err;
+  EXPECT_MENTIONS(r.err, "'x'");
+  EXPECT_MENTIONS(r.err, "both");
+}
+
+TEST_F(CliRun, BadInputValues) {
+  // dtype, rank and range errors come from the runtime, naming the input: exit 2.
+  test::write_bytes(tmp_.file("i.npy"), npy_file("<i8", {2, 3}, std::string(48, '\0')));
+  RunResult r = run({"--input", "x=" + tmp_.file("i.npy")});
+  EXPECT_EQ(r.exit_code, 2) << r.err;
+  EXPECT_MENTIONS(r.err, "'x'");
+  EXPECT_MENTIONS(r.err, "i64");
+  r = run({"--shape", "x=9x3"});  // batch is compiled as 1:8
+  EXPECT_EQ(r.exit_code, 2) << r.err;
+  EXPECT_MENTIONS(r.err, "batch = 9");
+  r = run({"--shape", "x=2x3x1"});
+  EXPECT_EQ(r.exit_code, 2) << r.err;
+  EXPECT_MENTIONS(r.err, "rank");
+  r = run({"--shape", "x=2xq"});
+  EXPECT_EQ(r.exit_code, 2) << r.err;
+  EXPECT_MENTIONS(r.err, "bad shape");
+  // A shape whose size overflows: an error, not a crash or a huge allocation.
+  r = run({"--shape", "x=999999999999x999999999999"});
+  EXPECT_EQ(r.exit_code, 2) << r.err;
+  EXPECT_MENTIONS(r.err, "'x'");
+  // A bad .npy file: the message names it.
+  test::write_bytes(tmp_.file("bad.npy"), npy_file(">f4", {2, 3}, std::string(24, '\0')));
+  r = run({"--input", "x=" + tmp_.file("bad.npy")});
+  EXPECT_EQ(r.exit_code, 2) << r.err;
+  EXPECT_MENTIONS(r.err, tmp_.file("bad.npy"));
+  EXPECT_MENTIONS(r.err, "big-endian");
+}
+
+TEST_F(CliRun, MissingInputFileIsAnIoError) {
+  RunResult r = run({"--input", "x=" + tmp_.file("nope.npy")});
+  EXPECT_EQ(r.exit_code, 5) << r.err;
+  EXPECT_MENTIONS(r.err, tmp_.file("nope.npy"));
+}
+
+TEST_F(CliRun, CorruptPackageNamesTheSection) {
+  std::string bytes = test::read_bytes(package_);
+  std::shared_ptr<rt::LoadedPackage> pkg;
+  rt::Status st = rt::LoadedPackage::open_memory(bytes.data(), bytes.size(), true, &pkg);
+  ASSERT_TRUE(st.is_ok()) << st.message();
+  int flipped = 0;
+  for (const rt::SectionEntry& s : pkg->sections()) {
+    if (s.size == 0) continue;
+    const std::string name = rt::section_kind_name(s.kind);
+    std::string bad = bytes;
+    bad[s.offset + s.size / 2] ^= 0x10;
+    const std::string path = tmp_.file("corrupt_" + name + ".cuvir");
+    test::write_bytes(path, bad);
+    RunResult r = run_binary(tmp_.path(), CUVIL_RUN, {path, "--shape", "x=1x3"});
+    EXPECT_EQ(r.exit_code, 3) << name << ": " << r.err;
+    EXPECT_MENTIONS(r.err, name);
+    EXPECT_MENTIONS(r.err, "checksum");
+    ++flipped;
+  }
+  EXPECT_GE(flipped, 3);
+  // Truncated and empty packages are invalid too.
+  test::write_bytes(tmp_.file("short.cuvir"), bytes.substr(0, bytes.size() / 2));
+  RunResult r = run_binary(tmp_.path(), CUVIL_RUN, {tmp_.file("short.cuvir"), "--shape", "x=1x3"});
+  EXPECT_EQ(r.exit_code, 3) << r.err;
+  test::write_bytes(tmp_.file("empty.cuvir"), "");
+  r = run_binary(tmp_.path(), CUVIL_RUN, {tmp_.file("empty.cuvir")});
+  EXPECT_EQ(r.exit_code, 3) << r.err;
+  EXPECT_MENTIONS(r.err, "empty");
+}
+
+TEST_F(CliRun, MissingPackageIsAnIoError) {
+  RunResult r = run_binary(tmp_.path(), CUVIL_RUN, {tmp_.file("missing.cuvir"), "--shape", "x=1x3"});
+  EXPECT_EQ(r.exit_code, 5) << r.err;
+  EXPECT_MENTIONS(r.err, tmp_.file("missing.cuvir"));
+  // A directory is not a package either.
+  r = run_binary(tmp_.path(), CUVIL_RUN, {tmp_.path(), "--shape", "x=1x3"});
+  EXPECT_EQ(r.exit_code, 5) << r.err;
+  EXPECT_MENTIONS(r.err, tmp_.path());
+}
+
+TEST_F(CliRun, UsageErrors) {
+  RunResult r = run_binary(tmp_.path(), CUVIL_RUN, {});
+  EXPECT_EQ(r.exit_code, 2) << r.err;
+  r = run({"--input", "x"});
+  EXPECT_EQ(r.exit_code, 2) << r.err;
+  EXPECT_MENTIONS(r.err, "name=path");
+  r = run({"--input", "x="});
+  EXPECT_EQ(r.exit_code, 2) << r.err;
+  EXPECT_MENTIONS(r.err, "name=path");
+  r = run({"--shape", "=2x3"});
+  EXPECT_EQ(r.exit_code, 2) << r.err;
+  r = run({"--bench", "-1"});
+  EXPECT_EQ(r.exit_code, 2) << r.err;
+}
+
+}  // namespace
+}  // namespace cuvil

@@ -1,0 +1,174 @@
+// End-to-end conformance: every applicable case of the ONNX backend test data (node,
+// pytorch-converted, pytorch-operator, simple) is compiled to a package in memory (import,
+// shape inference, lowering, package writer), loaded through the verifying loader, run by a
+// session on each test_data_set, and compared with the expected outputs (rtol 1e-3, atol
+// 1e-7; exact for integers and bools). Applicable: all cases except training ops, random ops
+// and sequence/optional/map/string values. Prints `N passed, M failed`, writes failures
+// grouped by op to conformance_report.txt, and fails when the pass count drops below the
+// ratchet in tests/conformance/run_floor.txt. CUVIL_CONFORMANCE_CASES=substring limits the run.
+#include <gtest/gtest.h>
+#include <onnx/onnx_pb.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <set>
+
+#include "codegen/lower.h"
+#include "codegen/package_builder.h"
+#include "frontend/onnx_import.h"
+#include "frontend/tensor_proto.h"
+#include "ir/verifier.h"
+#include "kernel_harness.h"
+#include "passes/infer_shapes.h"
+#include "runtime/package.h"
+#include "runtime/session.h"
+
+namespace cuvil {
+namespace {
+
+namespace fs = std::filesystem;
+const char* kDataRoot = "/usr/share/libonnx-testdata/data";
+const char* kSuites[] = {"node", "pytorch-converted", "pytorch-operator", "simple"};
+
+std::shared_ptr<TensorData> read_pb(const fs::path& p) {
+  std::ifstream in(p, std::ios::binary);
+  onnx::TensorProto t;
+  if (!in || !t.ParseFromIstream(&in)) return nullptr;
+  return frontend::import_tensor(t, "", p.string());
+}
+
+// Why a case is outside the applicable set, or "".
+std::string excluded(const Graph& g) {
+  for (const Value& v : g.values)
+    if (v.kind != ValueKind::Tensor || v.dtype == DType::String) return "sequence/optional/map/string";
+  for (const Node& n : g.nodes) {
+    uint32_t f = op_flags(n.op);
+    if (f & kTraining) return "training";
+    if (f & kRandom) return "random";
+    if (f & kSequenceTypes) return "sequence/optional/map/string";
+    if (n.op == OpKind::Dropout && n.input(2) != kNoValue) return "random";  // training_mode input
+    for (const auto& [k, a] : n.attrs) {
+      if (a.g) {
+        auto c = excluded(*a.g);
+        if (!c.empty()) return c;
+      }
+    }
+  }
+  return "";
+}
+
+std::string op_label(const Graph& g) {
+  std::set<std::string> ops;
+  for (const Node& n : g.nodes)
+    if (n.op_type != "Constant") ops.insert(n.op_type);
+  if (ops.empty()) return "Constant";
+  if (ops.size() > 3) return "(model)";
+  std::string s;
+  for (const auto& o : ops) s += (s.empty() ? "" : "+") + o;
+  return s;
+}
+
+std::string run_case(const fs::path& dir, Model& m) {
+  infer_shapes(m);
+  codegen::LoweredModel lowered = codegen::lower_model(m);
+  std::vector<uint8_t> bytes = codegen::build_package(m, lowered);
+  std::shared_ptr<rt::LoadedPackage> pkg;
+  rt::Status st = rt::LoadedPackage::open_memory(bytes.data(), bytes.size(), true, &pkg);
+  if (!st.is_ok()) return "package rejected: " + st.message();
+  rt::SessionOptions opt;
+  opt.threads = 1;
+  rt::Session session(pkg, opt);
+  const rt::Program& p = pkg->program();
+  int sets = 0;
+  for (int s = 0;; ++s) {
+    fs::path set = dir / ("test_data_set_" + std::to_string(s));
+    if (!fs::exists(set)) break;
+    ++sets;
+    std::vector<std::shared_ptr<TensorData>> inputs;
+    for (size_t i = 0; i < p.inputs.size(); ++i) {
+      auto t = read_pb(set / ("input_" + std::to_string(i) + ".pb"));
+      if (!t) return "cannot read input " + std::to_string(i);
+      inputs.push_back(t);
+      st = session.set_input(i, t->dtype, t->dims, t->bytes.data(), t->bytes.size());
+      if (!st.is_ok()) return "set " + std::to_string(s) + ": " + st.message();
+    }
+    st = session.run();
+    if (!st.is_ok()) return "set " + std::to_string(s) + ": run failed: " + st.message();
+    for (size_t o = 0; o < p.outputs.size(); ++o) {
+      auto expected = read_pb(set / ("output_" + std::to_string(o) + ".pb"));
+      if (!expected) return "cannot read expected output " + std::to_string(o);
+      const rt::TensorView* v = session.output(o);
+      if (!v) return "output missing";
+      std::string diff = testing::compare_tensors(*v, *expected);
+      if (!diff.empty()) return "set " + std::to_string(s) + " output " + std::to_string(o) + ": " + diff;
+    }
+  }
+  return sets ? "" : "no test data";
+}
+
+int read_floor() {
+  std::ifstream in(std::string(CUVIL_SOURCE_DIR) + "/tests/conformance/run_floor.txt");
+  std::string line;
+  while (std::getline(in, line))
+    if (!line.empty() && line[0] != '#') return std::atoi(line.c_str());
+  return 0;
+}
+
+TEST(Conformance, BackendTestDataEndToEnd) {
+  if (!fs::exists(kDataRoot)) GTEST_SKIP() << kDataRoot << " is missing (apt-get install libonnx-testdata)";
+  const char* filter = std::getenv("CUVIL_CONFORMANCE_CASES");
+  std::vector<fs::path> cases;
+  for (const char* suite : kSuites)
+    for (const auto& e : fs::directory_iterator(fs::path(kDataRoot) / suite))
+      if (fs::exists(e.path() / "model.onnx") &&
+          (!filter || e.path().string().find(filter) != std::string::npos))
+        cases.push_back(e.path());
+  std::sort(cases.begin(), cases.end());
+  int passed = 0, failed = 0, skipped = 0;
+  std::map<std::string, std::vector<std::string>> failures;
+  for (const fs::path& dir : cases) {
+    const std::string label = dir.parent_path().filename().string() + "/" + dir.filename().string();
+    Model m;
+    try {
+      m = frontend::import_onnx_file((dir / "model.onnx").string());
+      verify_model(m);
+    } catch (const std::exception& e) {
+      ++failed;
+      failures["(import)"].push_back(label + ": " + e.what());
+      continue;
+    }
+    if (!excluded(*m.graph).empty()) {
+      ++skipped;
+      continue;
+    }
+    std::string op = op_label(*m.graph), why;
+    try {
+      why = run_case(dir, m);
+    } catch (const std::exception& e) {
+      why = e.what();
+    }
+    if (why.empty()) {
+      ++passed;
+    } else {
+      ++failed;
+      std::string first_line = why.substr(0, why.find('\n'));
+      failures[op].push_back(label + ": " + first_line);
+    }
+  }
+  std::ofstream report("conformance_report.txt");
+  report << passed << " passed, " << failed << " failed (" << skipped << " not applicable)\n";
+  for (const auto& [op, list] : failures) {
+    report << op << " (" << list.size() << ")\n";
+    for (const auto& l : list) report << "  " << l << "\n";
+  }
+  std::printf("[conformance] %d passed, %d failed over %d applicable cases (%d not applicable)\n", passed,
+              failed, passed + failed, skipped);
+  std::printf("[conformance] report: %s/conformance_report.txt\n", fs::current_path().c_str());
+  if (!filter) EXPECT_GE(passed, read_floor()) << "conformance dropped below the ratchet";
+}
+
+}  // namespace
+}  // namespace cuvil
