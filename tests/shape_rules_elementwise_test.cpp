@@ -211,8 +211,8 @@ TEST(ShapeRulesElementwise, LegacyBroadcastKeepsFirstShape) {
   GraphBuilder b;
   ValueId x = b.input("x", DType::Float, {2, 3, 4, 5});
   ValueId y = b.input("y", DType::Float, {3, 4});
-  ValueId add = b.op("add6", OpKind::Add, {x, y}, {{"broadcast", int_attr(1)}, {"axis", int_attr(1)}},
-                     6);
+  ValueId add =
+      b.op("add6", OpKind::Add, {x, y}, {{"broadcast", int_attr(1)}, {"axis", int_attr(1)}}, 6);
   b.infer();
   EXPECT_EQ(b.dims(add), "[2, 3, 4, 5]");
 }

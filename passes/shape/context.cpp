@@ -6,7 +6,10 @@ namespace {
 // Symbolic contents are tracked only for small tensors: shape arithmetic, not data.
 constexpr int64_t kMaxSymElements = 1024;
 
-bool is_index_dtype(DType t) { return dtype_is_integer(t) || t == DType::Bool; }
+// Types TensorData::int_at reads; packed 4-bit tensors are not shape material.
+bool is_index_dtype(DType t) {
+  return (dtype_is_integer(t) && t != DType::Int4 && t != DType::UInt4) || t == DType::Bool;
+}
 }  // namespace
 
 const Value* InferContext::input(size_t i) const {

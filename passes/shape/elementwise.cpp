@@ -378,7 +378,9 @@ void infer_broadcast(InferContext& ctx) {
   if (ctx.num_inputs() == 0) ctx.fail("needs at least one input");
   std::vector<const Value*> operands;
   for (size_t i = 0; i < ctx.num_inputs(); ++i) operands.push_back(&ctx.required_input(i));
-  DType dtype = operands[0]->dtype;
+  DType dtype = DType::Undefined;  // all operands share one type; take the first one known
+  for (const Value* v : operands)
+    if (dtype == DType::Undefined) dtype = v->dtype;
   std::optional<Shape> shape;
   if (!since(ctx, 7)) {
     // Before opset 7 binary ops broadcast B onto A only (`broadcast`/`axis` attributes) and
@@ -429,9 +431,10 @@ void infer_where(InferContext& ctx) {
   const Value& x = ctx.required_input(1);
   const Value& y = ctx.required_input(2);
   std::optional<Shape> shape = ctx.broadcast({&cond, &x, &y});
-  ctx.set_output(0, x.dtype, shape);
+  DType dtype = x.dtype != DType::Undefined ? x.dtype : y.dtype;
+  ctx.set_output(0, dtype, shape);
 
-  if (!holds_sym_data(x.dtype)) return;
+  if (!holds_sym_data(dtype)) return;
   auto values = all_sym_inputs(ctx, 0, 3);
   if (!values) return;
   auto n = broadcast_length(*values);

@@ -25,6 +25,17 @@ bool since(const InferContext& ctx, int version) {
 
 Shape unknown_dims(int64_t rank) { return Shape(static_cast<size_t>(rank)); }
 
+// Dim arithmetic on hostile values can overflow; sym reports that without naming the node, so
+// the sites that combine dims with values read from the model go through this.
+template <typename F>
+auto naming_overflow(const InferContext& ctx, const char* what, F compute) -> decltype(compute()) {
+  try {
+    return compute();
+  } catch (const Diagnostic& d) {
+    ctx.fail(what, ": ", d.what());
+  }
+}
+
 bool readable_as_ints(DType t) {
   return (dtype_is_integer(t) && t != DType::Int4 && t != DType::UInt4) || t == DType::Bool;
 }
@@ -254,7 +265,7 @@ void infer_pad(InferContext& ctx) {
       continue;
     }
     // Negative pads crop; the result must still be a size.
-    DimExpr v = *d + (*pads)[i] + (*pads)[i + n];
+    DimExpr v = naming_overflow(ctx, "'pads'", [&] { return *d + (*pads)[i] + (*pads)[i + n]; });
     if (auto c = v.constant(); c && *c < 0)
       ctx.fail("'pads' make axis ", padded[i], " negative (", *c, ")");
     d = v;
@@ -345,7 +356,8 @@ void infer_resize(InferContext& ctx) {
       }
       for (size_t i = 0; i < na; ++i) {
         double v = std::floor(ins[i] * scale + 0.5);
-        if (v >= 0 && v < 4.0e18) out[static_cast<size_t>(axes[i])] = DimExpr(static_cast<int64_t>(v));
+        if (v >= 0 && v < 4.0e18)
+          out[static_cast<size_t>(axes[i])] = DimExpr(static_cast<int64_t>(v));
       }
     } else {
       ctx.fail("attribute 'keep_aspect_ratio_policy' is '", policy, "'");
@@ -491,7 +503,8 @@ void infer_non_zero(InferContext& ctx) {
   if (auto v = ctx.sym_ints(0)) {
     count = count_nonzero(*v, ctx.ranges());
   } else if (auto c = ctx.const_ints(0)) {
-    count = static_cast<int64_t>(std::count_if(c->begin(), c->end(), [](int64_t e) { return e != 0; }));
+    count =
+        static_cast<int64_t>(std::count_if(c->begin(), c->end(), [](int64_t e) { return e != 0; }));
   }
   DimExpr n = count ? DimExpr(*count) : ctx.data_dependent_dim("nonzero");
   ctx.set_output(0, DType::Int64, Shape{rows, n});
@@ -517,7 +530,8 @@ void infer_top_k(InferContext& ctx) {
     return;
   }
   int64_t r = static_cast<int64_t>(x.shape->size());
-  size_t ax = static_cast<size_t>(ctx.normalize_axis(ctx.attr_int("axis", -1), r, "attribute 'axis'"));
+  size_t ax =
+      static_cast<size_t>(ctx.normalize_axis(ctx.attr_int("axis", -1), r, "attribute 'axis'"));
   const Dim& d = (*x.shape)[ax];
   if (k && d && k->is_constant() && d->is_constant() && *k->constant() > *d->constant())
     ctx.fail("'k' is ", *k->constant(), " but axis ", ax, " has only ", *d->constant(),

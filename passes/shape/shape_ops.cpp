@@ -44,6 +44,17 @@ void check_rank_limit(const InferContext& ctx, int64_t rank, const char* what) {
 
 Shape unknown_dims(int64_t rank) { return Shape(static_cast<size_t>(rank)); }
 
+// Dim arithmetic on hostile values can overflow; sym reports that without naming the node, so
+// the sites that combine dims with values read from the model go through this.
+template <typename F>
+auto naming_overflow(const InferContext& ctx, const char* what, F compute) -> decltype(compute()) {
+  try {
+    return compute();
+  } catch (const Diagnostic& d) {
+    ctx.fail(what, ": ", d.what());
+  }
+}
+
 // Product of dims [begin, end); nullopt when one is unknown.
 Dim product(const Shape& s, size_t begin, size_t end) {
   DimExpr p(1);
@@ -476,7 +487,8 @@ void infer_squeeze(InferContext& ctx) {
 void infer_unsqueeze(InferContext& ctx) {
   const Value& x = ctx.required_input(0);
   AxesArg axes = axes_arg(ctx);
-  if (!axes.given) ctx.fail(since(ctx, 13) ? "input 'axes' is missing" : "attribute 'axes' is missing");
+  if (!axes.given)
+    ctx.fail(since(ctx, 13) ? "input 'axes' is missing" : "attribute 'axes' is missing");
   if (!x.shape) {
     ctx.set_output(0, x.dtype, std::nullopt);
     return;
@@ -560,7 +572,8 @@ void infer_concat(InferContext& ctx) {
   Dim total = DimExpr(0);
   for (const Value* v : in) {
     if (!v->shape || !(*v->shape)[ax]) total.reset();
-    else if (total) total = *total + *(*v->shape)[ax];
+    else if (total)
+      total = naming_overflow(ctx, "concatenated size", [&] { return *total + *(*v->shape)[ax]; });
   }
   out[ax] = total;
   // Other dims must agree; a constant wins over a symbol (the runtime checks the symbol).
@@ -631,8 +644,11 @@ void infer_split(InferContext& ctx) {
   const Dim& d = (*x.shape)[ax];
   std::vector<Dim> parts(n_out);
   if (sizes) {
-    DimExpr sum(0);
-    for (const DimExpr& s : *sizes) sum = sum + s;
+    DimExpr sum = naming_overflow(ctx, "'split' sizes", [&] {
+      DimExpr total(0);
+      for (const DimExpr& s : *sizes) total = total + s;
+      return total;
+    });
     if (d && d->is_constant() && sum.is_constant() && *d != sum)
       ctx.fail("'split' sizes sum to ", sum.to_string(), " but axis ", ax, " has size ",
                d->to_string());
@@ -846,7 +862,10 @@ void infer_tile(InferContext& ctx) {
       return;
     }
     size_t a = static_cast<size_t>(ctx.normalize_axis((*axis)[0], r, "input 'axis'"));
-    out[a] = tiles && out[a] ? Dim(*out[a] * *tiles) : std::nullopt;
+    if (tiles && out[a])
+      out[a] = naming_overflow(ctx, "input 'tiles'", [&] { return *out[a] * *tiles; });
+    else
+      out[a].reset();
     ctx.set_output(0, x.dtype, out);
     return;
   }
@@ -862,7 +881,8 @@ void infer_tile(InferContext& ctx) {
   for (size_t k = 0; k < out.size(); ++k) {
     if (auto c = (*reps)[k].constant(); c && *c < 0)
       ctx.fail("input 'repeats' entry ", k, " is negative (", *c, ")");
-    if (out[k]) out[k] = *out[k] * (*reps)[k];
+    if (out[k])
+      out[k] = naming_overflow(ctx, "input 'repeats'", [&] { return *out[k] * (*reps)[k]; });
   }
   ctx.set_output(0, x.dtype, out);
 

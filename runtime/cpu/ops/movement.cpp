@@ -50,7 +50,8 @@ std::string position_str(const std::vector<int64_t>& dims, int64_t flat) {
 Status require_input(const OpContext& ctx, size_t i, const TensorView** out) {
   *out = ctx.input(i);
   if (!*out) return ctx.error(StatusCode::kInvalidArgument, "input ", i, " is missing");
-  if ((*out)->numel() > 0 && !(*out)->data)
+  // Strings have no fixed-size storage; kernels that read elements reject them (require_sized).
+  if (dtype_bits((*out)->dtype) > 0 && (*out)->numel() > 0 && !(*out)->data)
     return ctx.error(StatusCode::kInvalidArgument, "input ", i, " has no data");
   return Status::ok();
 }
@@ -820,7 +821,6 @@ Status kernel_Pad(OpContext& ctx) {
   // Negative pads crop first; the remaining positive pads extend the cropped range
   // [lo, lo + n) with the fill value or its reflection / edge / wrap-around.
   std::vector<int64_t> dims(static_cast<size_t>(rank));
-  std::vector<std::vector<int64_t>> maps(static_cast<size_t>(rank));
   for (size_t k = 0; k < static_cast<size_t>(rank); ++k) {
     const int64_t dim = x->dims[k];
     auto total = checked_add(dim, begin[k]);
@@ -829,16 +829,22 @@ Status kernel_Pad(OpContext& ctx) {
       return ctx.error(StatusCode::kShape, "pads ", begin[k], " and ", end[k], " make axis ", k, " of size ", dim,
                        " negative or too large");
     dims[k] = *total;
-    if (*total > (int64_t{1} << 32))
-      return ctx.error(StatusCode::kOutOfMemory, "padded axis ", k, " has ", *total, " elements");
-    const int64_t lo = std::max<int64_t>(0, -begin[k]);
-    const int64_t n = dim - lo - std::max<int64_t>(0, -end[k]);
-    const int64_t shift = std::max<int64_t>(0, begin[k]);
+    const int64_t n = dim - std::max<int64_t>(0, -begin[k]) - std::max<int64_t>(0, -end[k]);
     if (n <= 0 && mode != "constant" && *total > 0)
-      return ctx.error(StatusCode::kShape, "cannot pad axis ", k, " of size ", dim, " in ", mode, " mode: nothing is left to copy");
+      return ctx.error(StatusCode::kShape, "cannot pad axis ", k, " of size ", dim, " in ", mode,
+                       " mode: nothing is left to copy");
+  }
+  TensorView* out = nullptr;
+  CUVIL_RETURN_IF_ERROR(allocate_checked(ctx, 0, x->dtype, dims, &out));
+  if (out->numel() == 0) return Status::ok();  // also bounds every axis (and map) by the output size
+  std::vector<std::vector<int64_t>> maps(static_cast<size_t>(rank));
+  for (size_t k = 0; k < static_cast<size_t>(rank); ++k) {
+    const int64_t lo = std::max<int64_t>(0, -begin[k]);
+    const int64_t n = x->dims[k] - lo - std::max<int64_t>(0, -end[k]);
+    const int64_t shift = std::max<int64_t>(0, begin[k]);
     std::vector<int64_t>& map = maps[k];
-    map.resize(static_cast<size_t>(*total));
-    for (int64_t o = 0; o < *total; ++o) {
+    map.resize(static_cast<size_t>(dims[k]));
+    for (int64_t o = 0; o < dims[k]; ++o) {
       int64_t c = o - shift;
       if (c < 0 || c >= n) {
         if (mode == "constant") {
@@ -858,8 +864,6 @@ Status kernel_Pad(OpContext& ctx) {
       map[static_cast<size_t>(o)] = c < 0 ? -1 : lo + c;
     }
   }
-  TensorView* out = nullptr;
-  CUVIL_RETURN_IF_ERROR(allocate_checked(ctx, 0, x->dtype, dims, &out));
   map_copy(out->data, *x, dims, maps, fill.data(), bits);
   return Status::ok();
 }
@@ -890,11 +894,12 @@ Status kernel_CenterCropPad(OpContext& ctx) {
     if (shape[i] < 0) return ctx.error(StatusCode::kShape, "input 'shape' entry ", i, " is negative (", shape[i], ")");
     dims[static_cast<size_t>(a)] = shape[i];
   }
+  TensorView* out = nullptr;
+  CUVIL_RETURN_IF_ERROR(allocate_checked(ctx, 0, x->dtype, dims, &out));
+  if (out->numel() == 0) return Status::ok();  // also bounds every axis (and map) by the output size
   std::vector<std::vector<int64_t>> maps(static_cast<size_t>(rank));
   for (size_t k = 0; k < static_cast<size_t>(rank); ++k) {
     const int64_t dim = x->dims[k], target = dims[k];
-    if (target > (int64_t{1} << 32))
-      return ctx.error(StatusCode::kOutOfMemory, "axis ", k, " would have ", target, " elements");
     // Crop starts at floor((dim - target) / 2); padding puts floor((target - dim) / 2) in front.
     const int64_t shift = target <= dim ? -((dim - target) / 2) : (target - dim) / 2;
     maps[k].resize(static_cast<size_t>(target));
@@ -903,9 +908,7 @@ Status kernel_CenterCropPad(OpContext& ctx) {
       maps[k][static_cast<size_t>(o)] = c >= 0 && c < dim ? c : -1;
     }
   }
-  std::vector<uint8_t> zero(16, 0);
-  TensorView* out = nullptr;
-  CUVIL_RETURN_IF_ERROR(allocate_checked(ctx, 0, x->dtype, dims, &out));
+  const std::vector<uint8_t> zero(16, 0);
   map_copy(out->data, *x, dims, maps, zero.data(), dtype_bits(x->dtype));
   return Status::ok();
 }
@@ -1178,19 +1181,16 @@ Status resize(OpContext& ctx, bool is_resize) {
     if (!numeric)
       return ctx.error(StatusCode::kUnsupported, p.mode, " resize of dtype ", dtype_name(x->dtype), " is not supported");
   }
-  int64_t numel = 0;
-  if (!dims_numel(dims, &numel)) return ctx.error(StatusCode::kShape, "output dims ", dims_str(dims), " overflow");
-
-  std::vector<std::vector<Taps>> taps(static_cast<size_t>(rank));
-  for (size_t a = 0; a < static_cast<size_t>(rank); ++a) {
+  for (size_t a = 0; a < static_cast<size_t>(rank); ++a)
     if (x->dims[a] == 0 && dims[a] > 0) return ctx.error(StatusCode::kShape, "cannot resize empty axis ", a);
-    if (dims[a] > 0 && x->dims[a] > 0)
-      CUVIL_RETURN_IF_ERROR(axis_taps(ctx, p, x->dims[a], dims[a], scale[a], length_resized[a], roi_start[a],
-                                      roi_end[a], &taps[a]));
-  }
   TensorView* out = nullptr;
   CUVIL_RETURN_IF_ERROR(allocate_checked(ctx, 0, x->dtype, dims, &out));
-  if (numel == 0) return Status::ok();
+  const int64_t numel = out->numel();
+  if (numel == 0) return Status::ok();  // also bounds every axis (and its taps) by the output size
+  std::vector<std::vector<Taps>> taps(static_cast<size_t>(rank));
+  for (size_t a = 0; a < static_cast<size_t>(rank); ++a)
+    CUVIL_RETURN_IF_ERROR(axis_taps(ctx, p, x->dims[a], dims[a], scale[a], length_resized[a], roi_start[a],
+                                    roi_end[a], &taps[a]));
 
   if (p.mode == "nearest") {
     std::vector<std::vector<int64_t>> maps(static_cast<size_t>(rank));

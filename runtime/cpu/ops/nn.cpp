@@ -1028,36 +1028,54 @@ Status kernel_MaxUnpool(OpContext& ctx) {
     return ctx.error(StatusCode::kInvalidArgument, "strides or pads do not match the spatial rank");
   std::vector<int64_t> out_dims = {x->dims[0], x->dims[1]};
   for (size_t d = 0; d < r - 2; ++d) {
-    if (kernel[d] < 1 || strides[d] < 1 || pads[d] < 0 || pads[d + r - 2] < 0)
-      return ctx.error(StatusCode::kInvalidArgument, "kernel_shape and strides must be >= 1 and pads >= 0");
-    out_dims.push_back((x->dims[d + 2] - 1) * strides[d] + kernel[d] - pads[d] - pads[d + r - 2]);
+    constexpr int64_t kMaxAttr = int64_t{1} << 31;
+    if (kernel[d] < 1 || strides[d] < 1 || pads[d] < 0 || pads[d + r - 2] < 0 || kernel[d] > kMaxAttr ||
+        strides[d] > kMaxAttr || pads[d] > kMaxAttr || pads[d + r - 2] > kMaxAttr)
+      return ctx.error(StatusCode::kInvalidArgument, "kernel_shape and strides must be in [1, 2^31] and pads in [0, 2^31]");
+    auto span = checked_mul(std::max<int64_t>(x->dims[d + 2] - 1, 0), strides[d]);
+    if (!span) return ctx.error(StatusCode::kInvalidArgument, "unpooled dimension ", d, " overflows");
+    out_dims.push_back(*span + kernel[d] - pads[d] - pads[d + r - 2]);
   }
+  // Indices address the default unpooled shape; a larger output_shape pads at the end of
+  // each spatial dim (as ONNX Runtime does), so indices are mapped through coordinates.
+  for (int64_t d : out_dims)
+    if (d < 0) return ctx.error(StatusCode::kInvalidArgument, "output shape ", dims_str(out_dims), " is negative");
+  const std::vector<int64_t> default_dims = out_dims;
   if (oshape) {
     std::vector<int64_t> os;
     if (!read_int_tensor(oshape, &os) || os.size() != r)
       return ctx.error(StatusCode::kInvalidArgument, "output_shape must be an integer tensor of ", r, " values");
     for (size_t d = 0; d < r; ++d)
-      if (os[d] < (d < 2 ? x->dims[d] : 0) || (d < 2 && os[d] != x->dims[d]))
-        return ctx.error(StatusCode::kInvalidArgument, "output_shape ", dims_str(os), " is invalid for X ", dims_str(x->dims));
+      if (os[d] < default_dims[d] || (d < 2 && os[d] != x->dims[d]))
+        return ctx.error(StatusCode::kInvalidArgument, "output_shape ", dims_str(os), " is smaller than the unpooled shape ",
+                         dims_str(default_dims));
     out_dims = os;
   }
-  for (int64_t d : out_dims)
-    if (d < 0) return ctx.error(StatusCode::kInvalidArgument, "output shape ", dims_str(out_dims), " is negative");
   CUVIL_RETURN_IF_ERROR(check_numel(ctx, out_dims, "output"));
+  CUVIL_RETURN_IF_ERROR(check_numel(ctx, default_dims, "unpooled"));
   TensorView* y = nullptr;
   CUVIL_RETURN_IF_ERROR(ctx.allocate_output(0, x->dtype, out_dims, &y));
-  const int64_t total = y->numel(), n = x->numel();
+  const int64_t total = product(default_dims), n = x->numel();
   const int64_t* ip = ind->as<int64_t>();
   const size_t esize = static_cast<size_t>(dtype_bits(x->dtype) / 8);
   if (esize == 0 || dtype_bits(x->dtype) % 8 != 0)
     return ctx.error(StatusCode::kUnsupported, "dtype ", dtype_name(x->dtype), " is not supported");
   for (int64_t i = 0; i < n; ++i)
     if (ip[i] < 0 || ip[i] >= total)
-      return ctx.error(StatusCode::kRuntime, "index I[", i, "] = ", ip[i], " is outside the output of ", total, " elements");
-  if (total > 0) std::memset(y->data, 0, static_cast<size_t>(total) * esize);
+      return ctx.error(StatusCode::kRuntime, "index I[", i, "] = ", ip[i], " is outside the unpooled shape ",
+                       dims_str(default_dims), " (", total, " elements)");
+  if (y->numel() > 0) std::memset(y->data, 0, static_cast<size_t>(y->numel()) * esize);
   uint8_t* yb = static_cast<uint8_t*>(y->data);
   const uint8_t* xb = static_cast<const uint8_t*>(x->data);
-  for (int64_t i = 0; i < n; ++i) std::memcpy(yb + ip[i] * esize, xb + i * esize, esize);
+  for (int64_t i = 0; i < n; ++i) {
+    int64_t rem = ip[i], off = 0, scale = 1;
+    for (size_t d = r; d-- > 0;) {
+      off += (rem % default_dims[d]) * scale;
+      rem /= default_dims[d];
+      scale *= out_dims[d];
+    }
+    std::memcpy(yb + off * esize, xb + i * esize, esize);
+  }
   return Status::ok();
 }
 

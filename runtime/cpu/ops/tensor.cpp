@@ -33,7 +33,8 @@ std::string dims_str(const std::vector<int64_t>& dims) {
 Status require_input(const OpContext& ctx, size_t i, const TensorView** out) {
   *out = ctx.input(i);
   if (!*out) return ctx.error(StatusCode::kInvalidArgument, "input ", i, " is missing");
-  if ((*out)->numel() > 0 && !(*out)->data)
+  // Strings have no fixed-size storage; kernels that read elements reject them (require_sized).
+  if (dtype_bits((*out)->dtype) > 0 && (*out)->numel() > 0 && !(*out)->data)
     return ctx.error(StatusCode::kInvalidArgument, "input ", i, " has no data");
   return Status::ok();
 }
