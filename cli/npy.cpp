@@ -1,9 +1,13 @@
 #include "cli/npy.h"
 
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include <cctype>
+#include <cerrno>
 #include <cstring>
 #include <fstream>
-#include <iterator>
 
 #include "support/checked.h"
 
@@ -29,11 +33,30 @@ const NpyType* type_by_onnx(int32_t t) {
   return nullptr;
 }
 
+// POSIX I/O rather than an ifstream: a directory "opens" as a stream and then throws from
+// inside the read.
 std::string read_file(const std::string& path, std::vector<uint8_t>* out) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return path + ": cannot open";
-  out->assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
-  if (in.bad()) return path + ": read failed";
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return path + ": cannot open: " + std::strerror(errno);
+  struct stat sb;
+  if (::fstat(fd, &sb) != 0 || !S_ISREG(sb.st_mode)) {
+    ::close(fd);
+    return path + ": cannot open: not a regular file";
+  }
+  out->clear();
+  uint8_t buf[1 << 16];
+  for (;;) {
+    ssize_t n = ::read(fd, buf, sizeof buf);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) {
+      std::string err = path + ": read failed: " + std::strerror(errno);
+      ::close(fd);
+      return err;
+    }
+    if (n == 0) break;
+    out->insert(out->end(), buf, buf + n);
+  }
+  ::close(fd);
   return "";
 }
 

@@ -260,7 +260,7 @@ TEST_F(CliRun, BadInputValues) {
   r = run({"--shape", "x=2xq"});
   EXPECT_EQ(r.exit_code, 2) << r.err;
   EXPECT_MENTIONS(r.err, "bad shape");
-  // A shape whose size overflows: an error, not a crash or a huge allocation.
+  // A huge shape: checked against the model before any random data is allocated.
   r = run({"--shape", "x=999999999999x999999999999"});
   EXPECT_EQ(r.exit_code, 2) << r.err;
   EXPECT_MENTIONS(r.err, "'x'");

@@ -193,7 +193,7 @@ TEST_F(BadNpy, ShapeProductOverflow) {
   EXPECT_MENTIONS(read_error(npy_bytes(dict("<f4", "(4294967296, 4294967296)"), "")), "overflow");
   EXPECT_MENTIONS(read_error(npy_bytes(dict("<f4", "(999999999999999999, 999999999999999999)"), "")), "overflow");
   // The element count fits but the byte count does not.
-  EXPECT_MENTIONS(read_error(npy_bytes(dict("<c16", "(1152921504606846976,)"), "")), "overflow");
+  EXPECT_MENTIONS(read_error(npy_bytes(dict("<c16", "(576460752303423488,)"), "")), "overflow");
   // Digits beyond int64.
   EXPECT_MENTIONS(read_error(npy_bytes(dict("<f4", "(99999999999999999999,)"), "")), "shape");
 }

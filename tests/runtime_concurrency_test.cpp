@@ -26,7 +26,10 @@ namespace cuvil {
 namespace {
 
 using Tp = onnx::TensorProto;
-constexpr int kIn = 8, kHidden = 16, kOut = 4, kMaxBatch = 4;
+// The hidden layer is wide enough (batch x 2048 floats) that its fused Add+Relu kernel spans
+// several tiles and the MatMuls split their work, so each session's own thread pool is busy
+// while the other sessions run.
+constexpr int kIn = 64, kHidden = 2048, kOut = 4, kMaxBatch = 4;
 
 std::vector<float> pattern(size_t n, float seed) {
   std::vector<float> v(n);
@@ -34,7 +37,7 @@ std::vector<float> pattern(size_t n, float seed) {
   return v;
 }
 
-// x: f32[batch, 8] -> MatMul(w1) -> Add(b1) -> Relu -> MatMul(w2) -> Add(b2) -> Mul(scale)
+// x: f32[batch, 64] -> MatMul(w1) -> Add(b1) -> Relu -> MatMul(w2) -> Add(b2) -> Mul(scale)
 // -> Tanh -> Relu -> y: f32[batch, 4]; the hidden activations are a second output.
 onnx::ModelProto mlp_model() {
   onnx::ModelProto m = test::make_model();

@@ -241,6 +241,10 @@ TEST(ShapeRulesTensor, RangeOverADim) {
   };
   ValueId rf = b.op("rangef", OpKind::Range, {scalar_f("fs", 0.5f), scalar_f("fl", 3.0f),
                                                 scalar_f("fd", 0.75f)});
+  // A float Range counting to Cast(n): window functions and some exporters build these.
+  ValueId seq_f = b.op("seq_f", OpKind::Cast, {dim_of(b, shape, 1, "g1c")}, {{"to", int_attr(1)}});
+  ValueId rc =
+      b.op("range_cast", OpKind::Range, {scalar_f("f0", 0.0f), seq_f, scalar_f("f1", 1.0f)});
   ValueId rd = b.op("ranged", OpKind::Range,
                     {b.i64_scalar("z2", 0), b.input("n", DType::Int64, {}), b.i64_scalar("o2", 1)});
   b.infer();
@@ -250,6 +254,8 @@ TEST(ShapeRulesTensor, RangeOverADim) {
   EXPECT_EQ(b.data(r2), "{2, 5, 8}");
   EXPECT_EQ(b.dims(down), "[floordiv(seq + 1, 2)]");
   EXPECT_EQ(b.dims(rf), "[4]");
+  EXPECT_EQ(b.dims(rc), "[seq]");
+  EXPECT_EQ(b.v(rc).dtype, DType::Float);
   EXPECT_EQ(b.dims(rd), "[range_0]");
 }
 
@@ -1040,6 +1046,11 @@ TEST(ShapeRulesTensor, EachDiagnosticNamesNodeAndCause) {
          b.op(n, OpKind::Tile, {f32(b, {int64_t{1} << 40}), b.i64("r", {int64_t{1} << 40})});
        },
        "input 'repeats'"},
+      {"size_overflow",
+       [&](GraphBuilder& b, const std::string& n) {
+         b.op(n, OpKind::Size, {f32(b, {int64_t{1} << 40, int64_t{1} << 40})});
+       },
+       "element count"},
       {"pad_overflow",
        [&](GraphBuilder& b, const std::string& n) {
          b.op(n, OpKind::Pad, {f32(b, {4}), b.i64("p", {INT64_MAX, 1})});

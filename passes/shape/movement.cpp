@@ -108,6 +108,19 @@ Dim scaled_dim(const Dim& d, double scale) {
   return std::nullopt;
 }
 
+// Element count of a value; nullopt when its rank or a dim is unknown.
+Dim element_count(const InferContext& ctx, const Value& v) {
+  if (!v.shape) return std::nullopt;
+  return naming_overflow(ctx, "element count", [&]() -> Dim {
+    DimExpr n(1);
+    for (const Dim& d : *v.shape) {
+      if (!d) return std::nullopt;
+      n = n * *d;
+    }
+    return n;
+  });
+}
+
 // Count of nonzero contents when every element is decided; nullopt otherwise.
 std::optional<int64_t> count_nonzero(const Values& v, const sym::SymbolRanges& r) {
   int64_t n = 0;
@@ -432,19 +445,7 @@ void infer_compress(InferContext& ctx) {
     return ctx.data_dependent_dim("compress");
   };
   if (!has_axis) {
-    Dim numel;
-    if (x.shape) {
-      DimExpr p(1);
-      numel = p;
-      for (const Dim& d : *x.shape) {
-        if (!d) {
-          numel.reset();
-          break;
-        }
-        numel = *numel * *d;
-      }
-    }
-    ctx.set_output(0, x.dtype, Shape{selected(numel)});
+    ctx.set_output(0, x.dtype, Shape{selected(element_count(ctx, x))});
     return;
   }
   if (!x.shape) {
@@ -559,17 +560,7 @@ void infer_unique(InferContext& ctx) {
   } else {
     // Without an axis the input is flattened.
     y = Shape{u};
-    if (x.shape) {
-      DimExpr p(1);
-      inverse_len = p;
-      for (const Dim& d : *x.shape) {
-        if (!d) {
-          inverse_len.reset();
-          break;
-        }
-        inverse_len = *inverse_len * *d;
-      }
-    }
+    inverse_len = element_count(ctx, x);
   }
   ctx.set_output(0, x.dtype, y);
   ctx.set_output(1, DType::Int64, Shape{u});

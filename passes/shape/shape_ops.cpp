@@ -25,8 +25,9 @@ constexpr int64_t kMaxRank = 1024;
 // sym_data is kept for at most this many elements (InferContext enforces the same cap).
 constexpr int64_t kMaxSymElements = 1024;
 // Slice bounds at or beyond this magnitude are exporters' "to the end" sentinels (INT32_MAX,
-// INT64_MAX, their negatives). With a symbolic dim they clamp to the dim: one axis longer than
-// 2^31 - 1 elements is not a shape cuvil compiles for, and min(INT64_MAX, seq) helps nobody.
+// INT64_MAX, their negatives). With a symbolic dim they clamp to the dim, which assumes that
+// axis is shorter than 2^31 - 1; the exact min(seq, 2147483647) would only clutter every shape
+// after it. (With a constant dim the clamp is computed exactly.)
 constexpr int64_t kSliceSentinel = INT32_MAX;
 
 bool since(const InferContext& ctx, int version) {
@@ -56,13 +57,15 @@ auto naming_overflow(const InferContext& ctx, const char* what, F compute) -> de
 }
 
 // Product of dims [begin, end); nullopt when one is unknown.
-Dim product(const Shape& s, size_t begin, size_t end) {
-  DimExpr p(1);
-  for (size_t k = begin; k < end; ++k) {
-    if (!s[k]) return std::nullopt;
-    p = p * *s[k];
-  }
-  return p;
+Dim product(const InferContext& ctx, const Shape& s, size_t begin, size_t end) {
+  return naming_overflow(ctx, "element count", [&]() -> Dim {
+    DimExpr p(1);
+    for (size_t k = begin; k < end; ++k) {
+      if (!s[k]) return std::nullopt;
+      p = p * *s[k];
+    }
+    return p;
+  });
 }
 
 // Length of a rank-1 input, from its contents or its static shape.
@@ -304,6 +307,53 @@ std::optional<double> float_scalar(const InferContext& ctx, size_t i) {
   return v->data->float_at(0);
 }
 
+// Range's length max(ceil((limit - start) / delta), 0) for integer-valued operands, with the
+// division's sign made positive so ceildiv is exact; nullopt when delta's sign is not proven
+// or hostile constants overflow.
+std::optional<DimExpr> range_length(const DimExpr& s, const DimExpr& l, const DimExpr& d,
+                                    const sym::SymbolRanges& ranges) {
+  try {
+    if (sym::prove_less(DimExpr(0), d, ranges)) {
+      DimExpr n = sym::ceildiv(l - s, d);
+      return sym::prove_less_equal(s, l, ranges) ? n : sym::max(n, DimExpr(0));
+    }
+    if (sym::prove_less(d, DimExpr(0), ranges)) {
+      DimExpr n = sym::ceildiv(s - l, -d);
+      return sym::prove_less_equal(l, s, ranges) ? n : sym::max(n, DimExpr(0));
+    }
+  } catch (const Diagnostic&) {
+  }
+  return std::nullopt;
+}
+
+// A float Range operand that holds an integer: integral constant data, or the output of a Cast
+// to float/double from an integer value with known contents (`Range(0.0, Cast(n), 1.0)` is how
+// window functions and some exporters count to a dim). Float arithmetic on such operands is
+// exact for extents below 2^24, which is what the integer formula then assumes.
+std::optional<DimExpr> integral_float_scalar(InferContext& ctx, size_t i) {
+  if (auto f = float_scalar(ctx, i)) {
+    if (std::floor(*f) != *f || !(std::fabs(*f) <= 9007199254740992.0)) return std::nullopt;
+    return DimExpr(static_cast<int64_t>(*f));
+  }
+  const Value* v = ctx.input(i);
+  const Graph& g = ctx.graph();
+  if (!v || v->producer < 0 || static_cast<size_t>(v->producer) >= g.nodes.size())
+    return std::nullopt;
+  if (v->dtype != DType::Float && v->dtype != DType::Double) return std::nullopt;
+  // `producer` is kept by the importer; check it still names this value's node.
+  const Node& cast = g.nodes[static_cast<size_t>(v->producer)];
+  ValueId id = ctx.node().inputs[i];
+  if (cast.op != OpKind::Cast || cast.input(0) == kNoValue ||
+      std::find(cast.outputs.begin(), cast.outputs.end(), id) == cast.outputs.end())
+    return std::nullopt;
+  const Value& src = g.value(cast.input(0));
+  if (!holds_sym_data(src.dtype)) return std::nullopt;
+  if (src.sym_data && src.sym_data->size() == 1) return (*src.sym_data)[0];
+  if (src.data && readable_as_ints(src.data->dtype) && src.data->numel() == 1)
+    return DimExpr(src.data->int_at(0));
+  return std::nullopt;
+}
+
 }  // namespace
 
 void infer_shape(InferContext& ctx) {
@@ -339,7 +389,7 @@ void infer_size(InferContext& ctx) {
   const Value& x = ctx.required_input(0);
   ctx.set_output(0, DType::Int64, Shape{});
   if (!x.shape) return;
-  if (Dim n = product(*x.shape, 0, x.shape->size())) ctx.set_output_sym_data(0, {*n});
+  if (Dim n = product(ctx, *x.shape, 0, x.shape->size())) ctx.set_output_sym_data(0, {*n});
 }
 
 void infer_reshape(InferContext& ctx) {
@@ -397,7 +447,9 @@ void infer_reshape(InferContext& ctx) {
     Shape others;
     for (size_t i = 0; i < out.size(); ++i)
       if (static_cast<int64_t>(i) != minus_one) others.push_back(out[i]);
-    if (auto q = count_quotient(*x.shape, others, ctx.ranges())) {
+    auto q = naming_overflow(ctx, "element count",
+                             [&] { return count_quotient(*x.shape, others, ctx.ranges()); });
+    if (q) {
       auto cn = q->num.constant(), cd = q->den.constant();
       if (minus_one >= 0) {
         if (cd == 0) {
@@ -432,7 +484,8 @@ void infer_flatten(InferContext& ctx) {
   if (a < 0 || a > r) ctx.fail("attribute 'axis' ", axis, " is out of range for rank ", r);
   size_t split = static_cast<size_t>(a);
   ctx.set_output(0, x.dtype,
-                 Shape{product(*x.shape, 0, split), product(*x.shape, split, x.shape->size())});
+                 Shape{product(ctx, *x.shape, 0, split),
+                       product(ctx, *x.shape, split, x.shape->size())});
 }
 
 void infer_squeeze(InferContext& ctx) {
@@ -1007,47 +1060,44 @@ void infer_range(InferContext& ctx) {
     if (r && *r > 1) ctx.fail("input '", names[i], "' must be a scalar, got rank ", *r);
   }
   DType dtype = start_v.dtype;
-  const auto& ranges = ctx.ranges();
-  if (!dtype_is_float(dtype)) {
-    auto s = ctx.sym_scalar(0), l = ctx.sym_scalar(1), d = ctx.sym_scalar(2);
-    if (d && d->constant() == 0) ctx.fail("input 'delta' is 0");
-    if (s && l && d) {
-      std::optional<DimExpr> n;
-      try {
-        // length = max(ceil((limit - start) / delta), 0), with the division's sign made
-        // positive so ceildiv is exact.
-        if (sym::prove_less(DimExpr(0), *d, ranges)) {
-          n = sym::ceildiv(*l - *s, *d);
-          if (!sym::prove_less_equal(*s, *l, ranges)) n = sym::max(*n, DimExpr(0));
-        } else if (sym::prove_less(*d, DimExpr(0), ranges)) {
-          n = sym::ceildiv(*s - *l, -*d);
-          if (!sym::prove_less_equal(*l, *s, ranges)) n = sym::max(*n, DimExpr(0));
+  bool is_float = dtype_is_float(dtype);
+  std::optional<DimExpr> s, l, d;
+  if (is_float) {
+    s = integral_float_scalar(ctx, 0);
+    l = integral_float_scalar(ctx, 1);
+    d = integral_float_scalar(ctx, 2);
+  } else {
+    s = ctx.sym_scalar(0);
+    l = ctx.sym_scalar(1);
+    d = ctx.sym_scalar(2);
+  }
+  if (d && d->constant() == 0) ctx.fail("input 'delta' is 0");
+  if (s && l && d) {
+    if (auto n = range_length(*s, *l, *d, ctx.ranges())) {
+      ctx.set_output(0, dtype, Shape{*n});
+      auto c = n->constant();
+      if (c && *c <= kMaxSymElements && holds_sym_data(dtype)) {
+        Values contents;
+        try {
+          for (int64_t k = 0; k < *c; ++k) contents.push_back(*s + *d * DimExpr(k));
+          ctx.set_output_sym_data(0, std::move(contents));
+        } catch (const Diagnostic&) {
+          // An element overflows int64: the contents are not known, the length still is.
         }
-      } catch (const Diagnostic&) {
-        n.reset();  // overflow of hostile constants: leave it data-dependent
       }
-      if (n) {
-        ctx.set_output(0, dtype, Shape{*n});
-        auto c = n->constant();
-        if (c && *c <= kMaxSymElements && holds_sym_data(dtype)) {
-          Values contents;
-          try {
-            for (int64_t k = 0; k < *c; ++k) contents.push_back(*s + *d * DimExpr(k));
-            ctx.set_output_sym_data(0, std::move(contents));
-          } catch (const Diagnostic&) {
-          }
-        }
-        return;
-      }
+      return;
     }
-  } else if (auto s = float_scalar(ctx, 0), l = float_scalar(ctx, 1), d = float_scalar(ctx, 2);
-             s && l && d) {
-    if (*d == 0) ctx.fail("input 'delta' is 0");
-    double n = std::ceil((*l - *s) / *d);
-    if (!std::isfinite(n)) ctx.fail("start, limit and delta give a non-finite length");
-    if (n > static_cast<double>(INT64_MAX / 2)) ctx.fail("length ", n, " is too large");
-    ctx.set_output(0, dtype, Shape{DimExpr(n > 0 ? static_cast<int64_t>(n) : 0)});
-    return;
+  }
+  if (is_float) {  // constants that are not integers: the float formula on numbers
+    auto fs = float_scalar(ctx, 0), fl = float_scalar(ctx, 1), fd = float_scalar(ctx, 2);
+    if (fs && fl && fd) {
+      if (*fd == 0) ctx.fail("input 'delta' is 0");
+      double n = std::ceil((*fl - *fs) / *fd);
+      if (!std::isfinite(n)) ctx.fail("start, limit and delta give a non-finite length");
+      if (n > static_cast<double>(INT64_MAX / 2)) ctx.fail("length ", n, " is too large");
+      ctx.set_output(0, dtype, Shape{DimExpr(n > 0 ? static_cast<int64_t>(n) : 0)});
+      return;
+    }
   }
   ctx.set_output(0, dtype, Shape{ctx.data_dependent_dim("range")});
 }

@@ -10,6 +10,7 @@
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <random>
 #include <string>
 #include <type_traits>
 #include <vector>
@@ -297,8 +298,8 @@ Status binary_shapes(OpContext& ctx, BinaryShapes* s) {
 }
 
 // A binary op over two inputs of one dtype in `Set`; the output dtype is the input dtype, or
-// bool when BoolOut. make(TypeTag<T>) returns the functor for storage type T (or the functor
-// is generic). `check` runs on the typed inputs before computing (division by zero checks).
+// bool when BoolOut. f is generic over the arithmetic types. With check_zero_divisor, an
+// integer zero anywhere in input 1 is a kRuntime error (Div, Mod) raised before computing.
 template <unsigned Set, bool BoolOut, typename F>
 Status binary_op(OpContext& ctx, const F& f, bool check_zero_divisor = false) {
   BinaryShapes s;
@@ -549,8 +550,37 @@ Status kernel_Identity(OpContext& ctx) {
   return copy_input_to_output(ctx, 0);
 }
 
+namespace {
+// Training-mode Dropout: element i is kept when the i-th uniform draw of MT19937(seed) (53-bit
+// doubles built as numpy's RandomState.uniform builds them) is >= ratio, and scaled by
+// 1 / (1 - ratio). The same seed gives the same mask on every run; without `seed` it is 0.
+Status training_dropout(OpContext& ctx, double ratio) {
+  const TensorView& x = *ctx.input(0);
+  TensorView* out = nullptr;
+  TensorView* mask = nullptr;
+  CUVIL_RETURN_IF_ERROR(ctx.allocate_output(0, x.dtype, x.dims, &out));
+  if (ctx.num_outputs() > 1 && ctx.output_wanted(1))
+    CUVIL_RETURN_IF_ERROR(ctx.allocate_output(1, DType::Bool, x.dims, &mask));
+  std::mt19937 gen(static_cast<uint32_t>(ctx.attrs().get_int("seed", 0)));
+  visit_dtype<kFloatTypes>(x.dtype, [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    using C = compute_t<T>;
+    const C scale = static_cast<C>(1.0 / (1.0 - ratio));
+    const T* src = x.as<T>();
+    T* dst = out->as<T>();
+    for (int64_t i = 0, n = x.numel(); i < n; ++i) {
+      const uint32_t hi = gen() >> 5, lo = gen() >> 6;
+      const bool keep = (hi * 67108864.0 + lo) / 9007199254740992.0 >= ratio;
+      dst[i] = keep ? convert<T>(C(src[i]) * scale) : convert<T>(C(0));
+      if (mask) mask->as<bool>()[i] = keep;
+    }
+  });
+  return Status::ok();
+}
+}  // namespace
+
 // Inference Dropout: the identity; the optional mask is all true (bool from opset 10, the
-// input dtype before). Training mode with a non-zero ratio is random and not supported.
+// input dtype before).
 Status kernel_Dropout(OpContext& ctx) {
   CUVIL_RETURN_IF_ERROR(require_inputs(ctx, 1));
   CUVIL_RETURN_IF_ERROR(require_dtype(ctx, 0, kFloatTypes));
@@ -570,8 +600,7 @@ Status kernel_Dropout(OpContext& ctx) {
   }
   if (!(ratio >= 0 && ratio < 1))
     return ctx.error(StatusCode::kInvalidArgument, "ratio must be in [0, 1), got ", ratio);
-  if (training && ratio != 0)
-    return ctx.error(StatusCode::kUnsupported, "training-mode Dropout (random) is not supported");
+  if (training && ratio != 0) return training_dropout(ctx, ratio);
   CUVIL_RETURN_IF_ERROR(copy_input_to_output(ctx, 0));
   if (ctx.num_outputs() > 1 && ctx.output_wanted(1)) {
     const DType mask_type = ctx.opset() >= 10 ? DType::Bool : x.dtype;

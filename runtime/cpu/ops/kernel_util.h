@@ -1,8 +1,8 @@
-// Helpers shared by the whole-tensor CPU kernels (runtime/cpu/ops/*.cpp): 16-bit float types
-// that convert through float, float8 encode/decode, dtype -> C++ type dispatch, numpy broadcasting of shapes and
-// strides, axis normalisation and reading small integer tensors (axes, shapes, k). Everything
-// here is header-only and allocation-light; the API is shared by every kernel family, so keep
-// it stable (add, do not change).
+// Helpers shared by the whole-tensor CPU kernels (runtime/cpu/ops/*.cpp): 16-bit float storage
+// types that convert through float, float8 encode/decode, dtype -> C++ type dispatch, saturating
+// conversions, wrapping integer arithmetic, numpy broadcasting of shapes and strides, axis
+// normalisation, parallel loops with lambdas and reading small integer tensors (axes, k).
+// Header-only; every kernel family uses it, so keep the API stable (add, do not change).
 #pragma once
 
 #include <cmath>
@@ -60,7 +60,7 @@ inline uint16_t float_to_half_bits(float f) {
     if (absx < 0x33000000u) return sign;           // below half the smallest subnormal
     const uint32_t e = absx >> 23;
     const uint32_t mant = (absx & 0x7fffffu) | 0x800000u;
-    const uint32_t shift = 126 - e;  // 14 - (e - 127) + 13 - 1 ... the subnormal position
+    const uint32_t shift = 126 - e;  // value / 2^-24 == mant >> shift (mant carries 2^23)
     uint32_t r = mant >> shift;
     const uint32_t rem = mant & ((1u << shift) - 1);
     const uint32_t halfway = 1u << (shift - 1);

@@ -12,9 +12,11 @@
 
 #include "runtime/cpu/ops/kernel_util.h"
 
-#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__)) && \
+// An AVX2+FMA clone of the micro kernel, picked at load time by CPU features (x86-64-v3 is a
+// feature level, unlike arch=haswell, which tests the CPU model and never matches AMD parts).
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && __GNUC__ >= 12 && \
     !defined(__SANITIZE_THREAD__)
-#define CUVIL_GEMM_CLONES __attribute__((target_clones("arch=haswell", "default")))
+#define CUVIL_GEMM_CLONES __attribute__((target_clones("arch=x86-64-v3", "default")))
 #else
 #define CUVIL_GEMM_CLONES
 #endif
@@ -30,7 +32,7 @@ template <typename C> struct VecOf;
 template <> struct VecOf<float> { using type = VecF; };
 template <> struct VecOf<double> { using type = VecD; };
 
-constexpr int64_t kMr = 4;     // rows of the register tile
+constexpr int64_t kMr = 4;     // rows of the register tile (the micro kernel names 4 rows)
 constexpr int64_t kMc = 64;    // rows of a packed a block
 constexpr int64_t kKc = 256;   // depth of a packed block
 template <typename C> constexpr int64_t kLanes = 32 / sizeof(C);
@@ -83,18 +85,25 @@ inline __attribute__((always_inline)) void gemm_block_body(int64_t rows, int64_t
     const int64_t cols = std::min<int64_t>(NR, n - j0);
     for (int64_t g = 0; g * kMr < rows; ++g) {
       const C* ap = apack + g * kc * kMr;
-      V acc[kMr][2];
-      for (int r = 0; r < kMr; ++r) acc[r][0] = acc[r][1] = V{};
+      // Eight named accumulators so that they stay in registers (an indexed array does not
+      // at -O2).
+      V c00 = V{}, c01 = V{}, c10 = V{}, c11 = V{}, c20 = V{}, c21 = V{}, c30 = V{}, c31 = V{};
       for (int64_t p = 0; p < kc; ++p) {
         V b0, b1;
         std::memcpy(&b0, bp + p * NR, sizeof(V));
         std::memcpy(&b1, bp + p * NR + L, sizeof(V));
-        for (int r = 0; r < kMr; ++r) {
-          const V av = V{} + ap[p * kMr + r];
-          acc[r][0] += av * b0;
-          acc[r][1] += av * b1;
-        }
+        const C* a4 = ap + p * kMr;
+        const V a0 = V{} + a4[0], a1 = V{} + a4[1], a2 = V{} + a4[2], a3 = V{} + a4[3];
+        c00 += a0 * b0;
+        c01 += a0 * b1;
+        c10 += a1 * b0;
+        c11 += a1 * b1;
+        c20 += a2 * b0;
+        c21 += a2 * b1;
+        c30 += a3 * b0;
+        c31 += a3 * b1;
       }
+      const V acc[kMr][2] = {{c00, c01}, {c10, c11}, {c20, c21}, {c30, c31}};
       const int64_t valid_rows = std::min<int64_t>(kMr, rows - g * kMr);
       for (int64_t r = 0; r < valid_rows; ++r) {
         C* crow = c + (g * kMr + r) * ldc + j0;

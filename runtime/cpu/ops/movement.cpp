@@ -94,19 +94,20 @@ Status get_axis(const OpContext& ctx, int64_t fallback, int64_t rank, int64_t* a
   return Status::ok();
 }
 
-Status read_indices(const OpContext& ctx, const TensorView* t, const char* what, std::vector<int64_t>* out) {
+Status read_indices(const OpContext& ctx, const TensorView* t, const char* what,
+                    std::vector<int64_t>* out) {
   if (!read_int_tensor(t, out))
-    return ctx.error(StatusCode::kInvalidArgument, "input '", what, "' has dtype ", dtype_name(t->dtype),
-                     "; expected int32 or int64");
+    return ctx.error(StatusCode::kInvalidArgument, "input '", what, "' has dtype ",
+                     dtype_name(t->dtype), "; expected int32 or int64");
   return Status::ok();
 }
 
 // Maps a data-dependent index into [0, n): negative values wrap once, as ONNX specifies.
-Status wrap_index(const OpContext& ctx, int64_t v, int64_t n, const std::vector<int64_t>& index_dims,
-                  int64_t flat, int64_t* out) {
+Status wrap_index(const OpContext& ctx, int64_t v, int64_t n,
+                  const std::vector<int64_t>& index_dims, int64_t flat, int64_t* out) {
   if (v < -n || v >= n)
-    return ctx.error(StatusCode::kRuntime, "index ", v, " out of range [", -n, ", ", n - 1, "] at position ",
-                     position_str(index_dims, flat));
+    return ctx.error(StatusCode::kRuntime, "index ", v, " out of range [", -n, ", ", n - 1,
+                     "] at position ", position_str(index_dims, flat));
   *out = v < 0 ? v + n : v;
   return Status::ok();
 }
@@ -119,7 +120,8 @@ inline uint8_t get_nibble(const void* p, int64_t i) {
 }
 inline void set_nibble(void* p, int64_t i, uint8_t v) {
   uint8_t& b = static_cast<uint8_t*>(p)[i >> 1];
-  b = (i & 1) ? static_cast<uint8_t>((b & 0x0f) | (v << 4)) : static_cast<uint8_t>((b & 0xf0) | (v & 0xf));
+  b = (i & 1) ? static_cast<uint8_t>((b & 0x0f) | (v << 4))
+              : static_cast<uint8_t>((b & 0xf0) | (v & 0xf));
 }
 
 // Copies n elements of `bits` bits: src[si, si+n) -> dst[di, di+n).
@@ -155,30 +157,38 @@ void fill_elems(void* dst, int64_t di, int64_t n, const void* value, int bits) {
 
 // dst[di + k] = src[si + k * stride] for k < n, with a fixed element size N bytes.
 template <size_t N>
-void gather_row(uint8_t* dst, int64_t di, const uint8_t* src, int64_t si, int64_t stride, int64_t n) {
+void gather_row(uint8_t* dst, int64_t di, const uint8_t* src, int64_t si, int64_t stride,
+                int64_t n) {
   uint8_t* d = dst + di * static_cast<int64_t>(N);
-  for (int64_t k = 0; k < n; ++k, si += stride) std::memcpy(d + k * static_cast<int64_t>(N), src + si * static_cast<int64_t>(N), N);
+  for (int64_t k = 0; k < n; ++k, si += stride)
+    std::memcpy(d + k * static_cast<int64_t>(N), src + si * static_cast<int64_t>(N), N);
 }
 
-void copy_strided_row(void* dst, int64_t di, const void* src, int64_t si, int64_t stride, int64_t n, int bits) {
+void copy_strided_row(void* dst, int64_t di, const void* src, int64_t si, int64_t stride, int64_t n,
+                      int bits) {
   if (stride == 1) return copy_elems(dst, di, src, si, n, bits);
   auto* d = static_cast<uint8_t*>(dst);
   const auto* s = static_cast<const uint8_t*>(src);
   switch (bits) {
-    case 8: return gather_row<1>(d, di, s, si, stride, n);
-    case 16: return gather_row<2>(d, di, s, si, stride, n);
-    case 32: return gather_row<4>(d, di, s, si, stride, n);
-    case 64: return gather_row<8>(d, di, s, si, stride, n);
-    case 128: return gather_row<16>(d, di, s, si, stride, n);
+    case 8:
+      return gather_row<1>(d, di, s, si, stride, n);
+    case 16:
+      return gather_row<2>(d, di, s, si, stride, n);
+    case 32:
+      return gather_row<4>(d, di, s, si, stride, n);
+    case 64:
+      return gather_row<8>(d, di, s, si, stride, n);
+    case 128:
+      return gather_row<16>(d, di, s, si, stride, n);
     default:
       for (int64_t k = 0; k < n; ++k) copy_elems(dst, di + k, src, si + k * stride, 1, bits);
   }
 }
 
-// Writes the output (dense, row-major, `dims`) with out[i_0..i_r] = src[offset + sum i_k*strides_k].
-// Strides are in elements and may be 0 (broadcast) or negative (reversed slices).
-void strided_copy(void* dst, const void* src, const std::vector<int64_t>& dims, const std::vector<int64_t>& strides,
-                  int64_t offset, int bits) {
+// Writes the output (dense, row-major, `dims`) with out[i_0..i_r] = src[offset + sum
+// i_k*strides_k]. Strides are in elements and may be 0 (broadcast) or negative (reversed slices).
+void strided_copy(void* dst, const void* src, const std::vector<int64_t>& dims,
+                  const std::vector<int64_t>& strides, int64_t offset, int bits) {
   int64_t total = 1;
   for (int64_t d : dims) total *= d;
   if (total == 0) return;
@@ -222,7 +232,9 @@ void map_copy(void* dst, const TensorView& in, const std::vector<int64_t>& out_d
   if (rank == 0) return copy_elems(dst, 0, in.data, 0, 1, bits);
   const std::vector<int64_t> strides = row_major_strides(in.dims);
   // Runs of the last axis: consecutive output coordinates reading consecutive input ones.
-  struct Run { int64_t out_start, length, src; };
+  struct Run {
+    int64_t out_start, length, src;
+  };
   std::vector<Run> runs;
   const std::vector<int64_t>& last = maps[rank - 1];
   for (int64_t c = 0; c < out_dims[rank - 1]; ++c) {
@@ -251,8 +263,10 @@ void map_copy(void* dst, const TensorView& in, const std::vector<int64_t>& out_d
       fill_elems(dst, row * inner, inner, fill, bits);
     } else {
       for (const Run& r : runs) {
-        if (r.src < 0) fill_elems(dst, row * inner + r.out_start, r.length, fill, bits);
-        else copy_elems(dst, row * inner + r.out_start, in.data, base + r.src, r.length, bits);
+        if (r.src < 0)
+          fill_elems(dst, row * inner + r.out_start, r.length, fill, bits);
+        else
+          copy_elems(dst, row * inner + r.out_start, in.data, base + r.src, r.length, bits);
       }
     }
     for (size_t k = rank - 1; k-- > 0;) {
@@ -280,12 +294,18 @@ enum class Reduction { kNone, kAdd, kMul, kMax, kMin };
 
 Status read_reduction(const OpContext& ctx, Reduction* r) {
   const std::string s = ctx.attrs().get_string("reduction", "none");
-  if (s == "none") *r = Reduction::kNone;
-  else if (s == "add") *r = Reduction::kAdd;
-  else if (s == "mul") *r = Reduction::kMul;
-  else if (s == "max") *r = Reduction::kMax;
-  else if (s == "min") *r = Reduction::kMin;
-  else return ctx.error(StatusCode::kInvalidArgument, "attribute 'reduction' is '", s, "'");
+  if (s == "none")
+    *r = Reduction::kNone;
+  else if (s == "add")
+    *r = Reduction::kAdd;
+  else if (s == "mul")
+    *r = Reduction::kMul;
+  else if (s == "max")
+    *r = Reduction::kMax;
+  else if (s == "min")
+    *r = Reduction::kMin;
+  else
+    return ctx.error(StatusCode::kInvalidArgument, "attribute 'reduction' is '", s, "'");
   return Status::ok();
 }
 
@@ -296,7 +316,8 @@ Status scatter_apply(const OpContext& ctx, TensorView* out, const TensorView& up
   const int bits = dtype_bits(out->dtype);
   const int64_t n = static_cast<int64_t>(targets.size());
   if (r == Reduction::kNone) {
-    for (int64_t i = 0; i < n; ++i) copy_elems(out->data, targets[static_cast<size_t>(i)], updates.data, i * slice, slice, bits);
+    for (int64_t i = 0; i < n; ++i)
+      copy_elems(out->data, targets[static_cast<size_t>(i)], updates.data, i * slice, slice, bits);
     return Status::ok();
   }
   const bool known = visit_dtype(out->dtype, [&](auto tag) {
@@ -309,17 +330,27 @@ Status scatter_apply(const OpContext& ctx, TensorView* out, const TensorView& up
         T& dst = o[targets[static_cast<size_t>(i)] + k];
         const C a = convert<C>(dst), b = convert<C>(u[i * slice + k]);
         switch (r) {
-          case Reduction::kAdd: dst = convert<T>(static_cast<C>(a + b)); break;
-          case Reduction::kMul: dst = convert<T>(static_cast<C>(a * b)); break;
-          case Reduction::kMax: dst = convert<T>(std::max(a, b)); break;
-          case Reduction::kMin: dst = convert<T>(std::min(a, b)); break;
-          case Reduction::kNone: break;
+          case Reduction::kAdd:
+            dst = convert<T>(static_cast<C>(a + b));
+            break;
+          case Reduction::kMul:
+            dst = convert<T>(static_cast<C>(a * b));
+            break;
+          case Reduction::kMax:
+            dst = convert<T>(std::max(a, b));
+            break;
+          case Reduction::kMin:
+            dst = convert<T>(std::min(a, b));
+            break;
+          case Reduction::kNone:
+            break;
         }
       }
     }
   });
   if (!known)
-    return ctx.error(StatusCode::kUnsupported, "reduction on dtype ", dtype_name(out->dtype), " is not supported");
+    return ctx.error(StatusCode::kUnsupported, "reduction on dtype ", dtype_name(out->dtype),
+                     " is not supported");
   return Status::ok();
 }
 
@@ -347,11 +378,13 @@ Status kernel_Transpose(OpContext& ctx) {
   std::vector<bool> seen(rank, false);
   bool valid = perm.size() == rank;
   for (size_t i = 0; valid && i < perm.size(); ++i) {
-    valid = perm[i] >= 0 && perm[i] < static_cast<int64_t>(rank) && !seen[static_cast<size_t>(perm[i])];
+    valid =
+        perm[i] >= 0 && perm[i] < static_cast<int64_t>(rank) && !seen[static_cast<size_t>(perm[i])];
     if (valid) seen[static_cast<size_t>(perm[i])] = true;
   }
   if (!valid)
-    return ctx.error(StatusCode::kInvalidArgument, "perm ", dims_str(perm), " is not a permutation of ", rank, " axes");
+    return ctx.error(StatusCode::kInvalidArgument, "perm ", dims_str(perm),
+                     " is not a permutation of ", rank, " axes");
   const std::vector<int64_t> in_strides = row_major_strides(x->dims);
   std::vector<int64_t> dims(rank), strides(rank);
   for (size_t i = 0; i < rank; ++i) {
@@ -372,8 +405,8 @@ Status kernel_Expand(OpContext& ctx) {
   std::vector<int64_t> shape, dims;
   CUVIL_RETURN_IF_ERROR(read_indices(ctx, s, "shape", &shape));
   if (!broadcast_shape(x->dims, shape, &dims))
-    return ctx.error(StatusCode::kShape, "input dims ", dims_str(x->dims), " do not broadcast to shape ",
-                     dims_str(shape));
+    return ctx.error(StatusCode::kShape, "input dims ", dims_str(x->dims),
+                     " do not broadcast to shape ", dims_str(shape));
   TensorView* out = nullptr;
   CUVIL_RETURN_IF_ERROR(allocate_checked(ctx, 0, x->dtype, dims, &out));
   strided_copy(out->data, x->data, dims, broadcast_strides(x->dims, dims), 0, dtype_bits(x->dtype));
@@ -389,12 +422,14 @@ Status kernel_Tile(OpContext& ctx) {
   CUVIL_RETURN_IF_ERROR(read_indices(ctx, r, "repeats", &repeats));
   const size_t rank = x->dims.size();
   if (repeats.size() != rank)
-    return ctx.error(StatusCode::kShape, "input 'repeats' has ", repeats.size(), " entries for rank ", rank);
+    return ctx.error(StatusCode::kShape, "input 'repeats' has ", repeats.size(),
+                     " entries for rank ", rank);
   const std::vector<int64_t> in_strides = row_major_strides(x->dims);
   // Output axis k is (repeat, i) with the repeat major: view it as two axes, stride 0 on the first.
   std::vector<int64_t> dims(rank), view_dims, view_strides;
   for (size_t k = 0; k < rank; ++k) {
-    if (repeats[k] < 0) return ctx.error(StatusCode::kShape, "repeats ", dims_str(repeats), " has a negative entry");
+    if (repeats[k] < 0)
+      return ctx.error(StatusCode::kShape, "repeats ", dims_str(repeats), " has a negative entry");
     auto d = checked_mul(x->dims[k], repeats[k]);
     if (!d) return ctx.error(StatusCode::kOutOfMemory, "tiled axis ", k, " overflows");
     dims[k] = *d;
@@ -440,15 +475,19 @@ Status kernel_Slice(OpContext& ctx) {
   }
   if (!has_steps) steps.assign(starts.size(), 1);
   if (ends.size() != starts.size() || axes.size() != starts.size() || steps.size() != starts.size())
-    return ctx.error(StatusCode::kShape, "starts, ends, axes and steps have ", starts.size(), ", ", ends.size(), ", ",
-                     axes.size(), " and ", steps.size(), " entries; they must agree");
-  std::vector<int64_t> dims = x->dims, first(static_cast<size_t>(rank), 0), step(static_cast<size_t>(rank), 1);
+    return ctx.error(StatusCode::kShape, "starts, ends, axes and steps have ", starts.size(), ", ",
+                     ends.size(), ", ", axes.size(), " and ", steps.size(),
+                     " entries; they must agree");
+  std::vector<int64_t> dims = x->dims, first(static_cast<size_t>(rank), 0),
+                       step(static_cast<size_t>(rank), 1);
   std::vector<bool> seen(static_cast<size_t>(rank), false);
   for (size_t i = 0; i < starts.size(); ++i) {
     int64_t a = 0;
     if (!normalize_axis(axes[i], rank, &a))
-      return ctx.error(StatusCode::kInvalidArgument, "axis ", axes[i], " is out of range for rank ", rank);
-    if (seen[static_cast<size_t>(a)]) return ctx.error(StatusCode::kInvalidArgument, "axis ", axes[i], " is repeated");
+      return ctx.error(StatusCode::kInvalidArgument, "axis ", axes[i], " is out of range for rank ",
+                       rank);
+    if (seen[static_cast<size_t>(a)])
+      return ctx.error(StatusCode::kInvalidArgument, "axis ", axes[i], " is repeated");
     seen[static_cast<size_t>(a)] = true;
     const int64_t dim = x->dims[static_cast<size_t>(a)];
     const int64_t st = steps[i];
@@ -459,7 +498,9 @@ Status kernel_Slice(OpContext& ctx) {
     if (b < 0) b += dim;
     if (e < 0) e += dim;
     int64_t len = 0;
-    if (st > 0) {
+    if (dim == 0) {
+      len = 0;
+    } else if (st > 0) {
       b = std::clamp<int64_t>(b, 0, dim);
       e = std::clamp<int64_t>(e, 0, dim);
       len = e > b ? (e - b - 1) / st + 1 : 0;
@@ -490,7 +531,8 @@ Status space_depth_common(OpContext& ctx, const TensorView** x, int64_t* b) {
   CUVIL_RETURN_IF_ERROR(require_input(ctx, 0, x));
   CUVIL_RETURN_IF_ERROR(require_sized(ctx, (*x)->dtype, "input 0"));
   if ((*x)->dims.size() != 4)
-    return ctx.error(StatusCode::kShape, "input must be 4-D [N,C,H,W], has dims ", dims_str((*x)->dims));
+    return ctx.error(StatusCode::kShape, "input must be 4-D [N,C,H,W], has dims ",
+                     dims_str((*x)->dims));
   *b = ctx.attrs().get_int("blocksize", 0);
   if (*b <= 0 || *b > (int64_t{1} << 31))
     return ctx.error(StatusCode::kInvalidArgument, "attribute 'blocksize' is ", *b);
@@ -504,16 +546,21 @@ Status kernel_DepthToSpace(OpContext& ctx) {
   CUVIL_RETURN_IF_ERROR(space_depth_common(ctx, &x, &b));
   const int64_t n = x->dims[0], c = x->dims[1], h = x->dims[2], w = x->dims[3];
   if (c % (b * b) != 0)
-    return ctx.error(StatusCode::kShape, "channels ", c, " are not a multiple of blocksize^2 = ", b * b);
+    return ctx.error(StatusCode::kShape, "channels ", c,
+                     " are not a multiple of blocksize^2 = ", b * b);
   const int64_t oc = c / (b * b);
   const std::string mode = ctx.attrs().get_string("mode", "DCR");
   // Output [N, C', H, b, W, b] as a view; the source channel of (c', by, bx) is
   // by*b*C' + bx*C' + c' in DCR mode and c'*b*b + by*b + bx in CRD mode.
   std::vector<int64_t> view = {n, oc, h, b, w, b}, strides;
   const int64_t hw = h * w;
-  if (mode == "DCR") strides = {c * hw, hw, w, b * oc * hw, 1, oc * hw};
-  else if (mode == "CRD") strides = {c * hw, b * b * hw, w, b * hw, 1, hw};
-  else return ctx.error(StatusCode::kInvalidArgument, "attribute 'mode' is '", mode, "'; expected DCR or CRD");
+  if (mode == "DCR")
+    strides = {c * hw, hw, w, b * oc * hw, 1, oc * hw};
+  else if (mode == "CRD")
+    strides = {c * hw, b * b * hw, w, b * hw, 1, hw};
+  else
+    return ctx.error(StatusCode::kInvalidArgument, "attribute 'mode' is '", mode,
+                     "'; expected DCR or CRD");
   TensorView* out = nullptr;
   CUVIL_RETURN_IF_ERROR(allocate_checked(ctx, 0, x->dtype, {n, oc, h * b, w * b}, &out));
   strided_copy(out->data, x->data, view, strides, 0, dtype_bits(x->dtype));
@@ -526,7 +573,8 @@ Status kernel_SpaceToDepth(OpContext& ctx) {
   CUVIL_RETURN_IF_ERROR(space_depth_common(ctx, &x, &b));
   const int64_t n = x->dims[0], c = x->dims[1], h = x->dims[2], w = x->dims[3];
   if (h % b != 0 || w % b != 0)
-    return ctx.error(StatusCode::kShape, "height ", h, " and width ", w, " must be multiples of blocksize ", b);
+    return ctx.error(StatusCode::kShape, "height ", h, " and width ", w,
+                     " must be multiples of blocksize ", b);
   // Output channel (by*b + bx)*C + c (DCR) or c*b*b + by*b + bx (CRD, opset 28) reads
   // input (c, y*b + by, x*b + bx).
   const std::string mode = ctx.attrs().get_string("mode", "DCR");
@@ -538,7 +586,8 @@ Status kernel_SpaceToDepth(OpContext& ctx) {
     view = {n, c, b, b, h / b, w / b};
     strides = {c * h * w, h * w, w, 1, b * w, b};
   } else {
-    return ctx.error(StatusCode::kInvalidArgument, "attribute 'mode' is '", mode, "'; expected DCR or CRD");
+    return ctx.error(StatusCode::kInvalidArgument, "attribute 'mode' is '", mode,
+                     "'; expected DCR or CRD");
   }
   TensorView* out = nullptr;
   CUVIL_RETURN_IF_ERROR(allocate_checked(ctx, 0, x->dtype, {n, c * b * b, h / b, w / b}, &out));
@@ -555,26 +604,30 @@ Status kernel_ReverseSequence(OpContext& ctx) {
   const int64_t time_axis = ctx.attrs().get_int("time_axis", 0);
   const int64_t batch_axis = ctx.attrs().get_int("batch_axis", 1);
   if (!((time_axis == 0 && batch_axis == 1) || (time_axis == 1 && batch_axis == 0)))
-    return ctx.error(StatusCode::kInvalidArgument, "time_axis ", time_axis, " and batch_axis ", batch_axis,
-                     " must be 0 and 1 in some order");
+    return ctx.error(StatusCode::kInvalidArgument, "time_axis ", time_axis, " and batch_axis ",
+                     batch_axis, " must be 0 and 1 in some order");
   std::vector<int64_t> lens;
   CUVIL_RETURN_IF_ERROR(read_indices(ctx, lens_t, "sequence_lens", &lens));
   const int64_t steps = x->dims[static_cast<size_t>(time_axis)];
   const int64_t batch = x->dims[static_cast<size_t>(batch_axis)];
   if (static_cast<int64_t>(lens.size()) != batch)
-    return ctx.error(StatusCode::kShape, "input 'sequence_lens' has ", lens.size(), " entries for batch ", batch);
+    return ctx.error(StatusCode::kShape, "input 'sequence_lens' has ", lens.size(),
+                     " entries for batch ", batch);
   for (int64_t i = 0; i < batch; ++i)
     if (lens[static_cast<size_t>(i)] < 0 || lens[static_cast<size_t>(i)] > steps)
-      return ctx.error(StatusCode::kRuntime, "sequence length ", lens[static_cast<size_t>(i)], " out of range [0, ",
-                       steps, "] at position [", i, "]");
+      return ctx.error(StatusCode::kRuntime, "sequence length ", lens[static_cast<size_t>(i)],
+                       " out of range [0, ", steps, "] at position [", i, "]");
   TensorView* out = nullptr;
   CUVIL_RETURN_IF_ERROR(copy_input_to_output(ctx, *x, &out));
   const int bits = dtype_bits(x->dtype);
   const int64_t inner = product(x->dims, 2, x->dims.size());
-  auto row = [&](int64_t t, int64_t b) { return (time_axis == 0 ? t * batch + b : b * steps + t) * inner; };
+  auto row = [&](int64_t t, int64_t b) {
+    return (time_axis == 0 ? t * batch + b : b * steps + t) * inner;
+  };
   for (int64_t b = 0; b < batch; ++b) {
     const int64_t len = lens[static_cast<size_t>(b)];
-    for (int64_t t = 0; t < len; ++t) copy_elems(out->data, row(t, b), x->data, row(len - 1 - t, b), inner, bits);
+    for (int64_t t = 0; t < len; ++t)
+      copy_elems(out->data, row(t, b), x->data, row(len - 1 - t, b), inner, bits);
   }
   return Status::ok();
 }
@@ -605,22 +658,23 @@ Status kernel_Gather(OpContext& ctx) {
   const int64_t count = static_cast<int64_t>(idx.size());
   for (int64_t o = 0; o < outer; ++o)
     for (int64_t j = 0; j < count; ++j)
-      copy_elems(out->data, (o * count + j) * inner, x->data, (o * n + idx[static_cast<size_t>(j)]) * inner, inner, bits);
+      copy_elems(out->data, (o * count + j) * inner, x->data,
+                 (o * n + idx[static_cast<size_t>(j)]) * inner, inner, bits);
   return Status::ok();
 }
 
 namespace {
 // For GatherElements / ScatterElements: the flat data offset of every element of `indices`
 // (index values along `axis`, the other coordinates from the element's own position).
-Status element_offsets(const OpContext& ctx, const TensorView& data, const TensorView& ind, int64_t axis,
-                       std::vector<int64_t>* offsets) {
+Status element_offsets(const OpContext& ctx, const TensorView& data, const TensorView& ind,
+                       int64_t axis, std::vector<int64_t>* offsets) {
   if (ind.dims.size() != data.dims.size())
-    return ctx.error(StatusCode::kShape, "indices have dims ", dims_str(ind.dims), " but data has dims ",
-                     dims_str(data.dims), "; ranks must agree");
+    return ctx.error(StatusCode::kShape, "indices have dims ", dims_str(ind.dims),
+                     " but data has dims ", dims_str(data.dims), "; ranks must agree");
   for (size_t d = 0; d < ind.dims.size(); ++d)
     if (static_cast<int64_t>(d) != axis && ind.dims[d] > data.dims[d])
-      return ctx.error(StatusCode::kShape, "indices dims ", dims_str(ind.dims), " exceed data dims ",
-                       dims_str(data.dims), " on axis ", d);
+      return ctx.error(StatusCode::kShape, "indices dims ", dims_str(ind.dims),
+                       " exceed data dims ", dims_str(data.dims), " on axis ", d);
   CUVIL_RETURN_IF_ERROR(read_indices(ctx, &ind, "indices", offsets));
   const std::vector<int64_t> strides = row_major_strides(data.dims);
   const size_t rank = ind.dims.size(), ax = static_cast<size_t>(axis);
@@ -643,26 +697,29 @@ Status element_offsets(const OpContext& ctx, const TensorView& data, const Tenso
 
 // For GatherND / ScatterND: the flat data offset of every index tuple (the last axis of
 // `indices` holds k coordinates into data axes [batch_dims, batch_dims + k)).
-Status tuple_offsets(const OpContext& ctx, const TensorView& data, const TensorView& ind, int64_t batch_dims,
-                     std::vector<int64_t>* offsets, int64_t* k_out) {
-  const int64_t r = static_cast<int64_t>(data.dims.size()), q = static_cast<int64_t>(ind.dims.size());
+Status tuple_offsets(const OpContext& ctx, const TensorView& data, const TensorView& ind,
+                     int64_t batch_dims, std::vector<int64_t>* offsets, int64_t* k_out) {
+  const int64_t r = static_cast<int64_t>(data.dims.size()),
+                q = static_cast<int64_t>(ind.dims.size());
   if (q < 1) return ctx.error(StatusCode::kShape, "indices must have rank >= 1");
   if (batch_dims < 0 || batch_dims >= q || batch_dims >= r)
-    return ctx.error(StatusCode::kInvalidArgument, "batch_dims ", batch_dims, " must be below the ranks of data (", r,
-                     ") and indices (", q, ")");
+    return ctx.error(StatusCode::kInvalidArgument, "batch_dims ", batch_dims,
+                     " must be below the ranks of data (", r, ") and indices (", q, ")");
   const int64_t k = ind.dims.back();
   if (k < 0 || k > r - batch_dims)
-    return ctx.error(StatusCode::kShape, "index tuples have ", k, " coordinates but data of rank ", r, " has ",
-                     r - batch_dims, " after the batch dims");
+    return ctx.error(StatusCode::kShape, "index tuples have ", k, " coordinates but data of rank ",
+                     r, " has ", r - batch_dims, " after the batch dims");
   for (int64_t i = 0; i < batch_dims; ++i)
     if (ind.dims[static_cast<size_t>(i)] != data.dims[static_cast<size_t>(i)])
-      return ctx.error(StatusCode::kShape, "batch dim ", i, " differs: indices ", dims_str(ind.dims), ", data ",
-                       dims_str(data.dims));
+      return ctx.error(StatusCode::kShape, "batch dim ", i, " differs: indices ",
+                       dims_str(ind.dims), ", data ", dims_str(data.dims));
   std::vector<int64_t> idx;
   CUVIL_RETURN_IF_ERROR(read_indices(ctx, &ind, "indices", &idx));
   const std::vector<int64_t> strides = row_major_strides(data.dims);
-  const int64_t tuples = k > 0 ? static_cast<int64_t>(idx.size()) / k : product(ind.dims, 0, static_cast<size_t>(q - 1));
-  const int64_t per_batch = tuples / std::max<int64_t>(1, product(ind.dims, 0, static_cast<size_t>(batch_dims)));
+  const int64_t tuples = k > 0 ? static_cast<int64_t>(idx.size()) / k
+                               : product(ind.dims, 0, static_cast<size_t>(q - 1));
+  const int64_t per_batch =
+      tuples / std::max<int64_t>(1, product(ind.dims, 0, static_cast<size_t>(batch_dims)));
   const int64_t batch_stride = batch_dims > 0 ? strides[static_cast<size_t>(batch_dims - 1)] : 0;
   offsets->assign(static_cast<size_t>(tuples), 0);
   for (int64_t t = 0; t < tuples; ++t) {
@@ -670,7 +727,8 @@ Status tuple_offsets(const OpContext& ctx, const TensorView& data, const TensorV
     for (int64_t j = 0; j < k; ++j) {
       const size_t axis = static_cast<size_t>(batch_dims + j);
       int64_t v = 0;
-      CUVIL_RETURN_IF_ERROR(wrap_index(ctx, idx[static_cast<size_t>(t * k + j)], data.dims[axis], ind.dims, t * k + j, &v));
+      CUVIL_RETURN_IF_ERROR(wrap_index(ctx, idx[static_cast<size_t>(t * k + j)], data.dims[axis],
+                                       ind.dims, t * k + j, &v));
       off += v * strides[axis];
     }
     (*offsets)[static_cast<size_t>(t)] = off;
@@ -692,7 +750,8 @@ Status kernel_GatherElements(OpContext& ctx) {
   TensorView* out = nullptr;
   CUVIL_RETURN_IF_ERROR(allocate_checked(ctx, 0, x->dtype, ind->dims, &out));
   const int bits = dtype_bits(x->dtype);
-  for (size_t i = 0; i < offsets.size(); ++i) copy_elems(out->data, static_cast<int64_t>(i), x->data, offsets[i], 1, bits);
+  for (size_t i = 0; i < offsets.size(); ++i)
+    copy_elems(out->data, static_cast<int64_t>(i), x->data, offsets[i], 1, bits);
   return Status::ok();
 }
 
@@ -725,11 +784,11 @@ Status scatter_elements(OpContext& ctx, bool with_reduction) {
   CUVIL_RETURN_IF_ERROR(require_input(ctx, 1, &ind));
   CUVIL_RETURN_IF_ERROR(require_input(ctx, 2, &upd));
   if (upd->dims != ind->dims)
-    return ctx.error(StatusCode::kShape, "updates dims ", dims_str(upd->dims), " differ from indices dims ",
-                     dims_str(ind->dims));
+    return ctx.error(StatusCode::kShape, "updates dims ", dims_str(upd->dims),
+                     " differ from indices dims ", dims_str(ind->dims));
   if (upd->dtype != x->dtype)
-    return ctx.error(StatusCode::kShape, "updates dtype ", dtype_name(upd->dtype), " differs from data dtype ",
-                     dtype_name(x->dtype));
+    return ctx.error(StatusCode::kShape, "updates dtype ", dtype_name(upd->dtype),
+                     " differs from data dtype ", dtype_name(x->dtype));
   Reduction r = Reduction::kNone;
   if (with_reduction) CUVIL_RETURN_IF_ERROR(read_reduction(ctx, &r));
   int64_t axis = 0;
@@ -752,8 +811,8 @@ Status kernel_ScatterND(OpContext& ctx) {
   CUVIL_RETURN_IF_ERROR(require_input(ctx, 1, &ind));
   CUVIL_RETURN_IF_ERROR(require_input(ctx, 2, &upd));
   if (upd->dtype != x->dtype)
-    return ctx.error(StatusCode::kShape, "updates dtype ", dtype_name(upd->dtype), " differs from data dtype ",
-                     dtype_name(x->dtype));
+    return ctx.error(StatusCode::kShape, "updates dtype ", dtype_name(upd->dtype),
+                     " differs from data dtype ", dtype_name(x->dtype));
   Reduction r = Reduction::kNone;
   CUVIL_RETURN_IF_ERROR(read_reduction(ctx, &r));
   std::vector<int64_t> offsets;
@@ -763,10 +822,12 @@ Status kernel_ScatterND(OpContext& ctx) {
   std::vector<int64_t> expected(ind->dims.begin(), ind->dims.end() - 1);
   expected.insert(expected.end(), x->dims.begin() + k, x->dims.end());
   if (upd->dims != expected)
-    return ctx.error(StatusCode::kShape, "updates have dims ", dims_str(upd->dims), "; expected ", dims_str(expected));
+    return ctx.error(StatusCode::kShape, "updates have dims ", dims_str(upd->dims), "; expected ",
+                     dims_str(expected));
   TensorView* out = nullptr;
   CUVIL_RETURN_IF_ERROR(copy_input_to_output(ctx, *x, &out));
-  return scatter_apply(ctx, out, *upd, offsets, product(x->dims, static_cast<size_t>(k), x->dims.size()), r);
+  return scatter_apply(ctx, out, *upd, offsets,
+                       product(x->dims, static_cast<size_t>(k), x->dims.size()), r);
 }
 
 // ---- padding: Pad, CenterCropPad -------------------------------------------------------------
@@ -783,9 +844,11 @@ Status kernel_Pad(OpContext& ctx) {
   std::vector<int64_t> pads, axes;
   std::vector<uint8_t> fill;
   if (ctx.opset() < 11) {
-    pads = ctx.attrs().has("pads") ? ctx.attrs().get_ints("pads") : ctx.attrs().get_ints("paddings");
+    pads =
+        ctx.attrs().has("pads") ? ctx.attrs().get_ints("pads") : ctx.attrs().get_ints("paddings");
     if (!make_fill(x->dtype, ctx.attrs().get_float("value", 0.0f), &fill))
-      return ctx.error(StatusCode::kUnsupported, "a non-zero pad value for dtype ", dtype_name(x->dtype));
+      return ctx.error(StatusCode::kUnsupported, "a non-zero pad value for dtype ",
+                       dtype_name(x->dtype));
   } else {
     const TensorView* p = nullptr;
     CUVIL_RETURN_IF_ERROR(require_input(ctx, 1, &p));
@@ -793,11 +856,12 @@ Status kernel_Pad(OpContext& ctx) {
     fill.assign(16, 0);
     if (const TensorView* v = ctx.input(2); v && v->numel() > 0) {
       if (v->dtype != x->dtype)
-        return ctx.error(StatusCode::kShape, "constant_value has dtype ", dtype_name(v->dtype), ", data has ",
-                         dtype_name(x->dtype));
+        return ctx.error(StatusCode::kShape, "constant_value has dtype ", dtype_name(v->dtype),
+                         ", data has ", dtype_name(x->dtype));
       copy_elems(fill.data(), 0, v->data, 0, 1, bits);
     }
-    if (const TensorView* a = ctx.input(3)) CUVIL_RETURN_IF_ERROR(read_indices(ctx, a, "axes", &axes));
+    if (const TensorView* a = ctx.input(3))
+      CUVIL_RETURN_IF_ERROR(read_indices(ctx, a, "axes", &axes));
   }
   if (!ctx.input(3) || ctx.opset() < 11) {
     axes.resize(static_cast<size_t>(rank));
@@ -805,15 +869,17 @@ Status kernel_Pad(OpContext& ctx) {
   }
   const size_t na = axes.size();
   if (pads.size() != 2 * na)
-    return ctx.error(StatusCode::kShape, "'pads' has ", pads.size(), " entries for ", na, " padded axes (needs ",
-                     2 * na, ")");
+    return ctx.error(StatusCode::kShape, "'pads' has ", pads.size(), " entries for ", na,
+                     " padded axes (needs ", 2 * na, ")");
   std::vector<int64_t> begin(static_cast<size_t>(rank), 0), end(static_cast<size_t>(rank), 0);
   std::vector<bool> seen(static_cast<size_t>(rank), false);
   for (size_t i = 0; i < na; ++i) {
     int64_t a = 0;
     if (!normalize_axis(axes[i], rank, &a))
-      return ctx.error(StatusCode::kInvalidArgument, "axis ", axes[i], " is out of range for rank ", rank);
-    if (seen[static_cast<size_t>(a)]) return ctx.error(StatusCode::kInvalidArgument, "axis ", axes[i], " is repeated");
+      return ctx.error(StatusCode::kInvalidArgument, "axis ", axes[i], " is out of range for rank ",
+                       rank);
+    if (seen[static_cast<size_t>(a)])
+      return ctx.error(StatusCode::kInvalidArgument, "axis ", axes[i], " is repeated");
     seen[static_cast<size_t>(a)] = true;
     begin[static_cast<size_t>(a)] = pads[i];
     end[static_cast<size_t>(a)] = pads[i + na];
@@ -826,8 +892,8 @@ Status kernel_Pad(OpContext& ctx) {
     auto total = checked_add(dim, begin[k]);
     if (total) total = checked_add(*total, end[k]);
     if (!total || *total < 0)
-      return ctx.error(StatusCode::kShape, "pads ", begin[k], " and ", end[k], " make axis ", k, " of size ", dim,
-                       " negative or too large");
+      return ctx.error(StatusCode::kShape, "pads ", begin[k], " and ", end[k], " make axis ", k,
+                       " of size ", dim, " negative or too large");
     dims[k] = *total;
     const int64_t n = dim - std::max<int64_t>(0, -begin[k]) - std::max<int64_t>(0, -end[k]);
     if (n <= 0 && mode != "constant" && *total > 0)
@@ -836,7 +902,8 @@ Status kernel_Pad(OpContext& ctx) {
   }
   TensorView* out = nullptr;
   CUVIL_RETURN_IF_ERROR(allocate_checked(ctx, 0, x->dtype, dims, &out));
-  if (out->numel() == 0) return Status::ok();  // also bounds every axis (and map) by the output size
+  if (out->numel() == 0)
+    return Status::ok();  // also bounds every axis (and map) by the output size
   std::vector<std::vector<int64_t>> maps(static_cast<size_t>(rank));
   for (size_t k = 0; k < static_cast<size_t>(rank); ++k) {
     const int64_t lo = std::max<int64_t>(0, -begin[k]);
@@ -882,21 +949,27 @@ Status kernel_CenterCropPad(OpContext& ctx) {
     for (int64_t k = 0; k < rank; ++k) axes[static_cast<size_t>(k)] = k;
   }
   if (shape.size() != axes.size())
-    return ctx.error(StatusCode::kShape, "input 'shape' has ", shape.size(), " entries for ", axes.size(), " axes");
+    return ctx.error(StatusCode::kShape, "input 'shape' has ", shape.size(), " entries for ",
+                     axes.size(), " axes");
   std::vector<int64_t> dims = x->dims;
   std::vector<bool> seen(static_cast<size_t>(rank), false);
   for (size_t i = 0; i < axes.size(); ++i) {
     int64_t a = 0;
     if (!normalize_axis(axes[i], rank, &a))
-      return ctx.error(StatusCode::kInvalidArgument, "axis ", axes[i], " is out of range for rank ", rank);
-    if (seen[static_cast<size_t>(a)]) return ctx.error(StatusCode::kInvalidArgument, "axis ", axes[i], " is repeated");
+      return ctx.error(StatusCode::kInvalidArgument, "axis ", axes[i], " is out of range for rank ",
+                       rank);
+    if (seen[static_cast<size_t>(a)])
+      return ctx.error(StatusCode::kInvalidArgument, "axis ", axes[i], " is repeated");
     seen[static_cast<size_t>(a)] = true;
-    if (shape[i] < 0) return ctx.error(StatusCode::kShape, "input 'shape' entry ", i, " is negative (", shape[i], ")");
+    if (shape[i] < 0)
+      return ctx.error(StatusCode::kShape, "input 'shape' entry ", i, " is negative (", shape[i],
+                       ")");
     dims[static_cast<size_t>(a)] = shape[i];
   }
   TensorView* out = nullptr;
   CUVIL_RETURN_IF_ERROR(allocate_checked(ctx, 0, x->dtype, dims, &out));
-  if (out->numel() == 0) return Status::ok();  // also bounds every axis (and map) by the output size
+  if (out->numel() == 0)
+    return Status::ok();  // also bounds every axis (and map) by the output size
   std::vector<std::vector<int64_t>> maps(static_cast<size_t>(rank));
   for (size_t k = 0; k < static_cast<size_t>(rank); ++k) {
     const int64_t dim = x->dims[k], target = dims[k];
@@ -942,8 +1015,9 @@ double cubic_kernel(double t, double a) {
 
 // The input coordinate of output coordinate x (ONNX coordinate_transformation_mode).
 // `length_resized` is scale * input length (a float, as in the ONNX reference).
-Status original_coordinate(const OpContext& ctx, const ResizeParams& p, double x, double scale, double out_len,
-                           double length_resized, double in_len, double roi_start, double roi_end, double* result) {
+Status original_coordinate(const OpContext& ctx, const ResizeParams& p, double x, double scale,
+                           double out_len, double length_resized, double in_len, double roi_start,
+                           double roi_end, double* result) {
   const std::string& m = p.coord_mode;
   if (m == "half_pixel") {
     *result = (x + 0.5) / scale - 0.5;
@@ -961,27 +1035,32 @@ Status original_coordinate(const OpContext& ctx, const ResizeParams& p, double x
     *result = (x + 0.5) / scale;
   } else if (m == "tf_crop_and_resize") {
     *result = length_resized > 1
-                  ? roi_start * (in_len - 1) + x * (roi_end - roi_start) * (in_len - 1) / (length_resized - 1)
+                  ? roi_start * (in_len - 1) +
+                        x * (roi_end - roi_start) * (in_len - 1) / (length_resized - 1)
                   : 0.5 * (roi_start + roi_end) * (in_len - 1);
   } else {
-    return ctx.error(StatusCode::kInvalidArgument, "coordinate_transformation_mode '", m, "' is not known");
+    return ctx.error(StatusCode::kInvalidArgument, "coordinate_transformation_mode '", m,
+                     "' is not known");
   }
   return Status::ok();
 }
 
-Status axis_taps(const OpContext& ctx, const ResizeParams& p, int64_t in_len, int64_t out_len, double scale,
-                 double length_resized, double roi_start, double roi_end, std::vector<Taps>* taps) {
+Status axis_taps(const OpContext& ctx, const ResizeParams& p, int64_t in_len, int64_t out_len,
+                 double scale, double length_resized, double roi_start, double roi_end,
+                 std::vector<Taps>* taps) {
   taps->assign(static_cast<size_t>(out_len), Taps{});
   for (int64_t o = 0; o < out_len; ++o) {
     Taps& t = (*taps)[static_cast<size_t>(o)];
     double x = 0;
-    CUVIL_RETURN_IF_ERROR(original_coordinate(ctx, p, static_cast<double>(o), scale, static_cast<double>(out_len),
-                                              length_resized, static_cast<double>(in_len), roi_start, roi_end, &x));
+    CUVIL_RETURN_IF_ERROR(original_coordinate(ctx, p, static_cast<double>(o), scale,
+                                              static_cast<double>(out_len), length_resized,
+                                              static_cast<double>(in_len), roi_start, roi_end, &x));
     if (p.coord_mode == "tf_crop_and_resize" && (x < 0 || x > static_cast<double>(in_len - 1))) {
       t.extrapolate = true;
       continue;
     }
-    if (!std::isfinite(x)) return ctx.error(StatusCode::kRuntime, "resize coordinate ", x, " is not finite");
+    if (!std::isfinite(x))
+      return ctx.error(StatusCode::kRuntime, "resize coordinate ", x, " is not finite");
     auto clamp_index = [in_len](double v) -> int64_t {
       if (v < 0) return 0;
       if (v > static_cast<double>(in_len - 1)) return in_len - 1;
@@ -991,12 +1070,18 @@ Status axis_taps(const OpContext& ctx, const ResizeParams& p, int64_t in_len, in
       const double f = std::floor(x), d = x - f;
       double v = f;
       const std::string& nm = p.nearest_mode;
-      if (nm == "round_prefer_floor") v = d > 0.5 ? f + 1 : f;
-      else if (nm == "round_prefer_ceil") v = d >= 0.5 ? f + 1 : f;
-      else if (nm == "floor") v = f;
-      else if (nm == "ceil") v = std::ceil(x);
-      else if (nm == "simple") v = scale < 1 ? std::ceil(x) : f;
-      else return ctx.error(StatusCode::kInvalidArgument, "nearest_mode '", nm, "' is not known");
+      if (nm == "round_prefer_floor")
+        v = d > 0.5 ? f + 1 : f;
+      else if (nm == "round_prefer_ceil")
+        v = d >= 0.5 ? f + 1 : f;
+      else if (nm == "floor")
+        v = f;
+      else if (nm == "ceil")
+        v = std::ceil(x);
+      else if (nm == "simple")
+        v = scale < 1 ? std::ceil(x) : f;
+      else
+        return ctx.error(StatusCode::kInvalidArgument, "nearest_mode '", nm, "' is not known");
       t.taps.push_back({clamp_index(v), 1.0});
       continue;
     }
@@ -1008,7 +1093,8 @@ Status axis_taps(const OpContext& ctx, const ResizeParams& p, int64_t in_len, in
     const double f = std::floor(x), ratio = x - f;
     const int64_t start = static_cast<int64_t>(std::floor(-support / s)) + 1;
     const int64_t end = 2 - start;  // exclusive
-    if (end - start > 4096) return ctx.error(StatusCode::kUnsupported, "antialias scale ", scale, " is too small");
+    if (end - start > 4096)
+      return ctx.error(StatusCode::kUnsupported, "antialias scale ", scale, " is too small");
     std::vector<std::pair<int64_t, double>> raw;
     double sum = 0;
     for (int64_t i = start; i < end; ++i) {
@@ -1034,12 +1120,14 @@ Status axis_taps(const OpContext& ctx, const ResizeParams& p, int64_t in_len, in
   return Status::ok();
 }
 
-Status read_float_list(const OpContext& ctx, const TensorView* t, const char* what, std::vector<double>* out) {
+Status read_float_list(const OpContext& ctx, const TensorView* t, const char* what,
+                       std::vector<double>* out) {
   out->clear();
   for (int64_t i = 0; i < t->numel(); ++i) {
     const double v = load_as_double(*t, i);
     if (std::isnan(v) && !dtype_is_float(t->dtype))
-      return ctx.error(StatusCode::kInvalidArgument, "input '", what, "' has dtype ", dtype_name(t->dtype));
+      return ctx.error(StatusCode::kInvalidArgument, "input '", what, "' has dtype ",
+                       dtype_name(t->dtype));
     out->push_back(v);
   }
   return Status::ok();
@@ -1074,8 +1162,10 @@ Status resize(OpContext& ctx, bool is_resize) {
     for (int64_t& a : axes) {
       const int64_t orig = a;
       if (!normalize_axis(orig, rank, &a))
-        return ctx.error(StatusCode::kInvalidArgument, "axis ", orig, " is out of range for rank ", rank);
-      if (seen[static_cast<size_t>(a)]) return ctx.error(StatusCode::kInvalidArgument, "axis ", orig, " is repeated");
+        return ctx.error(StatusCode::kInvalidArgument, "axis ", orig, " is out of range for rank ",
+                         rank);
+      if (seen[static_cast<size_t>(a)])
+        return ctx.error(StatusCode::kInvalidArgument, "axis ", orig, " is repeated");
       seen[static_cast<size_t>(a)] = true;
     }
   } else {
@@ -1099,7 +1189,8 @@ Status resize(OpContext& ctx, bool is_resize) {
     CUVIL_RETURN_IF_ERROR(read_float_list(ctx, s, "scales", &scales));
     have_scales = true;
   } else {
-    if (const TensorView* r = ctx.input(1)) CUVIL_RETURN_IF_ERROR(read_float_list(ctx, r, "roi", &roi));
+    if (const TensorView* r = ctx.input(1))
+      CUVIL_RETURN_IF_ERROR(read_float_list(ctx, r, "roi", &roi));
     if (const TensorView* s = ctx.input(2); s && s->numel() > 0) {
       CUVIL_RETURN_IF_ERROR(read_float_list(ctx, s, "scales", &scales));
       have_scales = true;
@@ -1112,33 +1203,40 @@ Status resize(OpContext& ctx, bool is_resize) {
       return ctx.error(StatusCode::kInvalidArgument, "needs exactly one of 'scales' and 'sizes'");
   }
   const bool crop = p.coord_mode == "tf_crop_and_resize";
-  std::vector<double> roi_start(static_cast<size_t>(rank), 0.0), roi_end(static_cast<size_t>(rank), 1.0);
+  std::vector<double> roi_start(static_cast<size_t>(rank), 0.0),
+      roi_end(static_cast<size_t>(rank), 1.0);
   if (crop) {
     if (roi.size() != 2 * na)
-      return ctx.error(StatusCode::kShape, "'roi' has ", roi.size(), " entries for ", na, " axes (needs ", 2 * na, ")");
+      return ctx.error(StatusCode::kShape, "'roi' has ", roi.size(), " entries for ", na,
+                       " axes (needs ", 2 * na, ")");
     for (size_t i = 0; i < na; ++i) {
       roi_start[static_cast<size_t>(axes[i])] = roi[i];
       roi_end[static_cast<size_t>(axes[i])] = roi[i + na];
     }
   }
 
-  std::vector<double> scale(static_cast<size_t>(rank), 1.0), length_resized(static_cast<size_t>(rank));
+  std::vector<double> scale(static_cast<size_t>(rank), 1.0),
+      length_resized(static_cast<size_t>(rank));
   std::vector<int64_t> dims = x->dims;
-  for (int64_t k = 0; k < rank; ++k) length_resized[static_cast<size_t>(k)] = static_cast<double>(x->dims[static_cast<size_t>(k)]);
+  for (int64_t k = 0; k < rank; ++k)
+    length_resized[static_cast<size_t>(k)] = static_cast<double>(x->dims[static_cast<size_t>(k)]);
   auto set_dim = [&](size_t a, double v) -> Status {
     if (!(v >= 0) || v > 4.0e9)
-      return ctx.error(StatusCode::kOutOfMemory, "resized axis ", a, " would have ", v, " elements");
+      return ctx.error(StatusCode::kOutOfMemory, "resized axis ", a, " would have ", v,
+                       " elements");
     dims[a] = static_cast<int64_t>(v);
     return Status::ok();
   };
   if (have_scales) {
     if (scales.size() != na)
-      return ctx.error(StatusCode::kShape, "'scales' has ", scales.size(), " entries for ", na, " axes");
+      return ctx.error(StatusCode::kShape, "'scales' has ", scales.size(), " entries for ", na,
+                       " axes");
     for (size_t i = 0; i < na; ++i) {
       const size_t a = static_cast<size_t>(axes[i]);
       const double s = scales[i];
       if (!(s > 0) || !std::isfinite(s))
-        return ctx.error(StatusCode::kInvalidArgument, "'scales' entry ", i, " is ", s, "; scales must be positive");
+        return ctx.error(StatusCode::kInvalidArgument, "'scales' entry ", i, " is ", s,
+                         "; scales must be positive");
       scale[a] = s;
       const double in = static_cast<double>(x->dims[a]);
       length_resized[a] = s * in * (crop ? roi_end[a] - roi_start[a] : 1.0);
@@ -1146,14 +1244,18 @@ Status resize(OpContext& ctx, bool is_resize) {
     }
   } else {
     if (sizes.size() != na)
-      return ctx.error(StatusCode::kShape, "'sizes' has ", sizes.size(), " entries for ", na, " axes");
-    const std::string policy = opset >= 18 ? at.get_string("keep_aspect_ratio_policy", "stretch") : "stretch";
+      return ctx.error(StatusCode::kShape, "'sizes' has ", sizes.size(), " entries for ", na,
+                       " axes");
+    const std::string policy =
+        opset >= 18 ? at.get_string("keep_aspect_ratio_policy", "stretch") : "stretch";
     if (policy != "stretch" && policy != "not_larger" && policy != "not_smaller")
-      return ctx.error(StatusCode::kInvalidArgument, "attribute 'keep_aspect_ratio_policy' is '", policy, "'");
+      return ctx.error(StatusCode::kInvalidArgument, "attribute 'keep_aspect_ratio_policy' is '",
+                       policy, "'");
     double common = policy == "not_larger" ? INFINITY : -INFINITY;
     for (size_t i = 0; i < na; ++i) {
       const size_t a = static_cast<size_t>(axes[i]);
-      if (sizes[i] < 0) return ctx.error(StatusCode::kShape, "'sizes' entry ", i, " is negative (", sizes[i], ")");
+      if (sizes[i] < 0)
+        return ctx.error(StatusCode::kShape, "'sizes' entry ", i, " is negative (", sizes[i], ")");
       if (x->dims[a] == 0) {
         if (sizes[i] != 0)
           return ctx.error(StatusCode::kShape, "cannot resize empty axis ", a, " to ", sizes[i]);
@@ -1172,25 +1274,27 @@ Status resize(OpContext& ctx, bool is_resize) {
       if (policy != "stretch") scale[a] = common;
       const double in = static_cast<double>(x->dims[a]);
       length_resized[a] = scale[a] * in;
-      CUVIL_RETURN_IF_ERROR(
-          set_dim(a, policy == "stretch" ? static_cast<double>(sizes[i]) : std::floor(in * common + 0.5)));
+      CUVIL_RETURN_IF_ERROR(set_dim(
+          a, policy == "stretch" ? static_cast<double>(sizes[i]) : std::floor(in * common + 0.5)));
     }
   }
   if (p.mode != "nearest") {
     bool numeric = visit_dtype<kNumericTypes>(x->dtype, [](auto) {});
     if (!numeric)
-      return ctx.error(StatusCode::kUnsupported, p.mode, " resize of dtype ", dtype_name(x->dtype), " is not supported");
+      return ctx.error(StatusCode::kUnsupported, p.mode, " resize of dtype ", dtype_name(x->dtype),
+                       " is not supported");
   }
   for (size_t a = 0; a < static_cast<size_t>(rank); ++a)
-    if (x->dims[a] == 0 && dims[a] > 0) return ctx.error(StatusCode::kShape, "cannot resize empty axis ", a);
+    if (x->dims[a] == 0 && dims[a] > 0)
+      return ctx.error(StatusCode::kShape, "cannot resize empty axis ", a);
   TensorView* out = nullptr;
   CUVIL_RETURN_IF_ERROR(allocate_checked(ctx, 0, x->dtype, dims, &out));
   const int64_t numel = out->numel();
   if (numel == 0) return Status::ok();  // also bounds every axis (and its taps) by the output size
   std::vector<std::vector<Taps>> taps(static_cast<size_t>(rank));
   for (size_t a = 0; a < static_cast<size_t>(rank); ++a)
-    CUVIL_RETURN_IF_ERROR(axis_taps(ctx, p, x->dims[a], dims[a], scale[a], length_resized[a], roi_start[a],
-                                    roi_end[a], &taps[a]));
+    CUVIL_RETURN_IF_ERROR(axis_taps(ctx, p, x->dims[a], dims[a], scale[a], length_resized[a],
+                                    roi_start[a], roi_end[a], &taps[a]));
 
   if (p.mode == "nearest") {
     std::vector<std::vector<int64_t>> maps(static_cast<size_t>(rank));
@@ -1198,7 +1302,8 @@ Status resize(OpContext& ctx, bool is_resize) {
       for (const Taps& t : taps[a]) maps[a].push_back(t.extrapolate ? -1 : t.taps[0].first);
     std::vector<uint8_t> fill;
     if (!make_fill(x->dtype, p.extrapolation, &fill))
-      return ctx.error(StatusCode::kUnsupported, "extrapolation_value for dtype ", dtype_name(x->dtype));
+      return ctx.error(StatusCode::kUnsupported, "extrapolation_value for dtype ",
+                       dtype_name(x->dtype));
     map_copy(out->data, *x, dims, maps, fill.data(), dtype_bits(x->dtype));
     return Status::ok();
   }

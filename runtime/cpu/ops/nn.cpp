@@ -298,10 +298,71 @@ bool is_pointwise(const Window& w) {
   return true;
 }
 
+// Direct convolution for groups with fewer output channels than the GEMM's register tile
+// (depthwise convs): each output plane accumulates one shifted, scaled input row per tap.
+template <typename C>
+void conv_direct(OpContext& ctx, const ConvShape& s, const C* x, const C* w, const C* bias, C* y) {
+  const Window& win = s.w;
+  const size_t r = win.rank();
+  const int64_t kprod = product(win.kernel), pout = product(win.out), pin = product(win.in);
+  const int64_t last_out = win.out[r - 1], last_in = win.in[r - 1], outer = pout / last_out;
+  parallel_range(ctx, s.n * s.m, 1, [&](int64_t begin, int64_t end) {
+    std::vector<int64_t> kidx(r), oidx(r);
+    for (int64_t nm = begin; nm < end; ++nm) {
+      const int64_t n = nm / s.m, m = nm % s.m, g = m / s.mg;
+      C* yp = y + nm * pout;
+      std::fill(yp, yp + pout, bias ? bias[m] : C(0));
+      for (int64_t c = 0; c < s.cg; ++c) {
+        const C* xc = x + (n * s.c + g * s.cg + c) * pin;
+        const C* wc = w + (m * s.cg + c) * kprod;
+        for (int64_t kk = 0; kk < kprod; ++kk) {
+          int64_t rem = kk;
+          for (size_t d = r; d-- > 0;) {
+            kidx[d] = rem % win.kernel[d];
+            rem /= win.kernel[d];
+          }
+          const C wv = wc[kk];
+          const int64_t off_last = kidx[r - 1] * win.dilations[r - 1] - win.pad_begin[r - 1];
+          const int64_t st = win.strides[r - 1];
+          int64_t lo, hi;
+          valid_range(last_out, st, off_last, last_in, &lo, &hi);
+          std::fill(oidx.begin(), oidx.end(), 0);
+          for (int64_t o = 0; o < outer; ++o) {
+            bool inside = true;
+            int64_t base = 0;
+            for (size_t d = 0; d + 1 < r; ++d) {
+              const int64_t i = oidx[d] * win.strides[d] - win.pad_begin[d] + kidx[d] * win.dilations[d];
+              if (i < 0 || i >= win.in[d]) inside = false;
+              base = base * win.in[d] + i;
+            }
+            if (inside) {
+              const C* xrow = xc + base * last_in;
+              C* yrow = yp + o * last_out;
+              if (st == 1) {
+                for (int64_t j = lo; j < hi; ++j) yrow[j] += wv * xrow[j + off_last];
+              } else {
+                for (int64_t j = lo; j < hi; ++j) yrow[j] += wv * xrow[j * st + off_last];
+              }
+            }
+            for (size_t d = r - 1; d-- > 0;) {
+              if (++oidx[d] < win.out[d]) break;
+              oidx[d] = 0;
+            }
+          }
+        }
+      }
+    }
+  });
+}
+
 template <typename C>
 void conv_float(OpContext& ctx, const ConvShape& s, const C* x, const C* w, const C* bias, C* y) {
   const int64_t kg = s.cg * product(s.w.kernel);
   const int64_t pout = product(s.w.out), pin = product(s.w.in);
+  if (s.mg < 4 && s.group > 1) {
+    conv_direct<C>(ctx, s, x, w, bias, y);
+    return;
+  }
   const bool direct = is_pointwise(s.w);
   std::vector<C> col(direct ? 0 : static_cast<size_t>(kg * pout));
   for (int64_t n = 0; n < s.n; ++n) {

@@ -450,9 +450,11 @@ Status recurrent(OpContext& ctx, RnnKind kind) {
     if (kind == RnnKind::kRnn) names = {"Tanh"};
     else if (kind == RnnKind::kGru) names = {"Sigmoid", "Tanh"};
     else names = {"Sigmoid", "Tanh", "Tanh"};
-    if (s.dirs == 2) names.insert(names.end(), names.begin(), names.end());
   }
-  if (names.size() == s.nact && s.dirs == 2) names.insert(names.end(), names.begin(), names.end());
+  if (names.size() == s.nact && s.dirs == 2) {  // one list for both directions
+    const std::vector<std::string> forward = names;
+    names.insert(names.end(), forward.begin(), forward.end());
+  }
   if (names.size() != s.nact * static_cast<size_t>(s.dirs))
     return ctx.error(StatusCode::kInvalidArgument, "activations has ", names.size(), " entries, expected ",
                      s.nact * s.dirs);

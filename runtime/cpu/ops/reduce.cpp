@@ -356,6 +356,7 @@ template <SoftmaxKind K> Status softmax_kernel(OpContext& ctx) {
       std::vector<C> best(static_cast<size_t>(inner));
       std::vector<int64_t> best_j(static_cast<size_t>(inner));
       std::vector<double> sum(static_cast<size_t>(inner));
+      std::vector<C> e(K == SoftmaxKind::Softmax ? static_cast<size_t>(len * inner) : 0);
       for (int64_t o = ob; o < oe; ++o) {
         const T* px = x + o * len * inner;
         T* py = y + o * len * inner;
@@ -364,31 +365,52 @@ template <SoftmaxKind K> Status softmax_kernel(OpContext& ctx) {
           best_j[i] = 0;
           sum[i] = 0;
         }
-        for (int64_t j = 1; j < len; ++j)
-          for (int64_t i = 0; i < inner; ++i) {
-            const C c = C(px[j * inner + i]);
-            if (c > best[i] || (is_nan_value(c) && !is_nan_value(best[i]))) {
-              best[i] = c;
-              best_j[i] = j;
+        if constexpr (K == SoftmaxKind::Hardmax) {  // first maximum wins; NaN counts as largest
+          for (int64_t j = 1; j < len; ++j)
+            for (int64_t i = 0; i < inner; ++i) {
+              const C c = C(px[j * inner + i]);
+              if (c > best[i] || (is_nan_value(c) && !is_nan_value(best[i]))) {
+                best[i] = c;
+                best_j[i] = j;
+              }
             }
-          }
-        if constexpr (K == SoftmaxKind::Hardmax) {
           for (int64_t j = 0; j < len; ++j)
             for (int64_t i = 0; i < inner; ++i) py[j * inner + i] = convert<T>(C(best_j[i] == j ? 1 : 0));
+        } else if (inner == 1) {  // the common case (last axis): scalar accumulators
+          C m = best[0];
+          for (int64_t j = 1; j < len; ++j) m = std::max(m, C(px[j]));
+          double total = 0;
+          for (int64_t j = 0; j < len; ++j) {
+            const C ej = std::exp(C(px[j]) - m);
+            total += static_cast<double>(ej);
+            if constexpr (K == SoftmaxKind::Softmax) e[j] = ej;
+          }
+          if constexpr (K == SoftmaxKind::Softmax) {
+            const C inv = static_cast<C>(1.0 / total);
+            for (int64_t j = 0; j < len; ++j) py[j] = convert<T>(e[j] * inv);
+          } else {
+            const C log_total = static_cast<C>(std::log(total));
+            for (int64_t j = 0; j < len; ++j) py[j] = convert<T>((C(px[j]) - m) - log_total);
+          }
         } else {
+          // A NaN anywhere makes the sum NaN, so the plain max needs no NaN case.
+          for (int64_t j = 1; j < len; ++j)
+            for (int64_t i = 0; i < inner; ++i) best[i] = std::max(best[i], C(px[j * inner + i]));
           for (int64_t j = 0; j < len; ++j)
             for (int64_t i = 0; i < inner; ++i) {
-              const C e = std::exp(C(px[j * inner + i]) - best[i]);
-              sum[i] += static_cast<double>(e);
-              if constexpr (K == SoftmaxKind::Softmax) py[j * inner + i] = convert<T>(e);
+              const C ej = std::exp(C(px[j * inner + i]) - best[i]);
+              sum[i] += static_cast<double>(ej);
+              if constexpr (K == SoftmaxKind::Softmax) e[j * inner + i] = ej;
             }
+          for (int64_t i = 0; i < inner; ++i)
+            sum[i] = K == SoftmaxKind::Softmax ? 1.0 / sum[i] : std::log(sum[i]);
           for (int64_t j = 0; j < len; ++j)
             for (int64_t i = 0; i < inner; ++i) {
               if constexpr (K == SoftmaxKind::Softmax) {
-                py[j * inner + i] = convert<T>(static_cast<C>(static_cast<double>(C(py[j * inner + i])) / sum[i]));
+                py[j * inner + i] = convert<T>(static_cast<C>(static_cast<double>(e[j * inner + i]) * sum[i]));
               } else {
                 py[j * inner + i] = convert<T>(static_cast<C>(
-                    static_cast<double>(C(px[j * inner + i]) - best[i]) - std::log(sum[i])));
+                    static_cast<double>(C(px[j * inner + i]) - best[i]) - sum[i]));
               }
             }
         }
@@ -441,24 +463,28 @@ Status kernel_CumSum(OpContext& ctx) {
     using C = compute_t<T>;
     const T* x = in.as<T>();
     T* y = out->as<T>();
-    std::vector<C> acc(static_cast<size_t>(v.inner));
-    for (int64_t o = 0; o < v.outer; ++o) {
-      std::fill(acc.begin(), acc.end(), C(0));
-      for (int64_t jj = 0; jj < v.len; ++jj) {
-        const int64_t j = reverse ? v.len - 1 - jj : jj;
-        const int64_t base = (o * v.len + j) * v.inner;
-        for (int64_t i = 0; i < v.inner; ++i) {
-          const C c = C(x[base + i]);
-          if (exclusive) {
-            y[base + i] = convert<T>(acc[i]);
-            acc[i] = add_wrap(acc[i], c);
-          } else {
-            acc[i] = add_wrap(acc[i], c);
-            y[base + i] = convert<T>(acc[i]);
+    const int64_t slice = v.len * v.inner;
+    parallel_range(ctx, v.outer, slice >= kGrainElements ? 1 : kGrainElements / std::max<int64_t>(1, slice),
+                   [&](int64_t ob, int64_t oe) {
+      std::vector<C> acc(static_cast<size_t>(v.inner));
+      for (int64_t o = ob; o < oe; ++o) {
+        std::fill(acc.begin(), acc.end(), C(0));
+        for (int64_t jj = 0; jj < v.len; ++jj) {
+          const int64_t j = reverse ? v.len - 1 - jj : jj;
+          const int64_t base = (o * v.len + j) * v.inner;
+          for (int64_t i = 0; i < v.inner; ++i) {
+            const C c = C(x[base + i]);
+            if (exclusive) {
+              y[base + i] = convert<T>(acc[i]);
+              acc[i] = add_wrap(acc[i], c);
+            } else {
+              acc[i] = add_wrap(acc[i], c);
+              y[base + i] = convert<T>(acc[i]);
+            }
           }
         }
       }
-    }
+    });
   });
   return Status::ok();
 }

@@ -70,7 +70,8 @@ inline uint8_t get_nibble(const void* p, int64_t i) {
 }
 inline void set_nibble(void* p, int64_t i, uint8_t v) {
   uint8_t& b = static_cast<uint8_t*>(p)[i >> 1];
-  b = (i & 1) ? static_cast<uint8_t>((b & 0x0f) | (v << 4)) : static_cast<uint8_t>((b & 0xf0) | (v & 0xf));
+  b = (i & 1) ? static_cast<uint8_t>((b & 0x0f) | (v << 4))
+              : static_cast<uint8_t>((b & 0xf0) | (v & 0xf));
 }
 
 // Copies n elements of `bits` bits: src[si, si+n) -> dst[di, di+n).
@@ -120,8 +121,8 @@ Status read_axes(const OpContext& ctx, bool from_input, size_t input_index,
     const TensorView* t = ctx.input(input_index);
     if (!t) return Status::ok();
     if (!read_int_tensor(t, axes))
-      return ctx.error(StatusCode::kInvalidArgument, "input 'axes' has dtype ", dtype_name(t->dtype),
-                       "; expected an integer type");
+      return ctx.error(StatusCode::kInvalidArgument, "input 'axes' has dtype ",
+                       dtype_name(t->dtype), "; expected an integer type");
     *given = true;
     return Status::ok();
   }
@@ -138,7 +139,8 @@ Status normalize_axes(const OpContext& ctx, std::vector<int64_t>* axes, int64_t 
   for (int64_t& a : *axes) {
     const int64_t orig = a;
     if (!normalize_axis(orig, rank, &a))
-      return ctx.error(StatusCode::kInvalidArgument, "axis ", orig, " is out of range for rank ", rank);
+      return ctx.error(StatusCode::kInvalidArgument, "axis ", orig, " is out of range for rank ",
+                       rank);
     if (seen[static_cast<size_t>(a)])
       return ctx.error(StatusCode::kInvalidArgument, "axis ", orig, " is repeated");
     seen[static_cast<size_t>(a)] = true;
@@ -169,7 +171,8 @@ bool store_double(DType t, void* data, int64_t i, double v) {
 }
 
 // Three-way comparison that orders NaN after every number and equal to itself.
-template <typename C> int compare_values(C a, C b) {
+template <typename C>
+int compare_values(C a, C b) {
   if constexpr (std::is_floating_point_v<C>) {
     const bool na = std::isnan(a), nb = std::isnan(b);
     if (na || nb) return na == nb ? 0 : (na ? 1 : -1);
@@ -218,8 +221,8 @@ Status kernel_Reshape(OpContext& ctx) {
     const TensorView* s = nullptr;
     CUVIL_RETURN_IF_ERROR(require_input(ctx, 1, &s));
     if (!read_int_tensor(s, &shape))
-      return ctx.error(StatusCode::kInvalidArgument, "input 'shape' has dtype ", dtype_name(s->dtype),
-                       "; expected int64");
+      return ctx.error(StatusCode::kInvalidArgument, "input 'shape' has dtype ",
+                       dtype_name(s->dtype), "; expected int64");
   } else {
     shape = ctx.attrs().get_ints("shape");
   }
@@ -231,8 +234,8 @@ Status kernel_Reshape(OpContext& ctx) {
     int64_t d = shape[i];
     if (d == 0 && !allowzero) {
       if (i >= x->dims.size())
-        return ctx.error(StatusCode::kShape, "shape entry ", i, " is 0 (copy the input dim) but the input has rank ",
-                         x->dims.size());
+        return ctx.error(StatusCode::kShape, "shape entry ", i,
+                         " is 0 (copy the input dim) but the input has rank ", x->dims.size());
       d = x->dims[i];
     } else if (d == -1) {
       if (infer_at >= 0)
@@ -250,8 +253,8 @@ Status kernel_Reshape(OpContext& ctx) {
   const int64_t numel = x->numel();
   if (infer_at >= 0) {
     if (known == 0 || numel % known != 0)
-      return ctx.error(StatusCode::kShape, "cannot infer the -1 of shape ", dims_str(shape), " for ", numel,
-                       " elements (input dims ", dims_str(x->dims), ")");
+      return ctx.error(StatusCode::kShape, "cannot infer the -1 of shape ", dims_str(shape),
+                       " for ", numel, " elements (input dims ", dims_str(x->dims), ")");
     dims[static_cast<size_t>(infer_at)] = numel / known;
   }
   return copy_with_dims(ctx, *x, dims);
@@ -263,7 +266,8 @@ Status kernel_Flatten(OpContext& ctx) {
   const int64_t rank = static_cast<int64_t>(x->dims.size());
   int64_t axis = ctx.attrs().get_int("axis", 1);
   if (axis < -rank || axis > rank)
-    return ctx.error(StatusCode::kInvalidArgument, "axis ", axis, " is out of range for rank ", rank);
+    return ctx.error(StatusCode::kInvalidArgument, "axis ", axis, " is out of range for rank ",
+                     rank);
   if (axis < 0) axis += rank;
   const int64_t outer = product(x->dims, 0, static_cast<size_t>(axis));
   const int64_t inner = product(x->dims, static_cast<size_t>(axis), x->dims.size());
@@ -278,15 +282,17 @@ Status kernel_Squeeze(OpContext& ctx) {
   bool given = false;
   CUVIL_RETURN_IF_ERROR(read_axes(ctx, ctx.opset() >= 13, 1, &axes, &given));
   std::vector<bool> drop(static_cast<size_t>(rank), false);
-  if (given) {
+  if (given && !axes.empty()) {  // an empty list squeezes every unit axis, as when absent
     CUVIL_RETURN_IF_ERROR(normalize_axes(ctx, &axes, rank));
     for (int64_t a : axes) {
       if (x->dims[static_cast<size_t>(a)] != 1)
-        return ctx.error(StatusCode::kShape, "cannot squeeze axis ", a, " of size ", x->dims[static_cast<size_t>(a)]);
+        return ctx.error(StatusCode::kShape, "cannot squeeze axis ", a, " of size ",
+                         x->dims[static_cast<size_t>(a)]);
       drop[static_cast<size_t>(a)] = true;
     }
   } else {
-    for (int64_t a = 0; a < rank; ++a) drop[static_cast<size_t>(a)] = x->dims[static_cast<size_t>(a)] == 1;
+    for (int64_t a = 0; a < rank; ++a)
+      drop[static_cast<size_t>(a)] = x->dims[static_cast<size_t>(a)] == 1;
   }
   std::vector<int64_t> dims;
   for (int64_t a = 0; a < rank; ++a)
@@ -320,7 +326,8 @@ Status kernel_Concat(OpContext& ctx) {
   CUVIL_RETURN_IF_ERROR(require_input(ctx, 0, &first));
   CUVIL_RETURN_IF_ERROR(require_sized(ctx, first->dtype, "input 0"));
   const int64_t rank = static_cast<int64_t>(first->dims.size());
-  if (!ctx.attrs().has("axis")) return ctx.error(StatusCode::kInvalidArgument, "attribute 'axis' is missing");
+  if (!ctx.attrs().has("axis"))
+    return ctx.error(StatusCode::kInvalidArgument, "attribute 'axis' is missing");
   int64_t axis = 0;
   if (!normalize_axis(ctx.attrs().get_int("axis", 0), rank, &axis))
     return ctx.error(StatusCode::kInvalidArgument, "axis ", ctx.attrs().get_int("axis", 0),
@@ -332,13 +339,15 @@ Status kernel_Concat(OpContext& ctx) {
     const TensorView* t = nullptr;
     CUVIL_RETURN_IF_ERROR(require_input(ctx, i, &t));
     if (t->dtype != first->dtype)
-      return ctx.error(StatusCode::kShape, "input ", i, " has dtype ", dtype_name(t->dtype), ", input 0 has ",
-                       dtype_name(first->dtype));
+      return ctx.error(StatusCode::kShape, "input ", i, " has dtype ", dtype_name(t->dtype),
+                       ", input 0 has ", dtype_name(first->dtype));
     bool same = t->dims.size() == first->dims.size();
-    for (size_t d = 0; same && d < t->dims.size(); ++d) same = d == ax || t->dims[d] == first->dims[d];
+    for (size_t d = 0; same && d < t->dims.size(); ++d)
+      same = d == ax || t->dims[d] == first->dims[d];
     if (!same)
-      return ctx.error(StatusCode::kShape, "input ", i, " has dims ", dims_str(t->dims), ", which do not match input 0 ",
-                       dims_str(first->dims), " outside axis ", axis);
+      return ctx.error(StatusCode::kShape, "input ", i, " has dims ", dims_str(t->dims),
+                       ", which do not match input 0 ", dims_str(first->dims), " outside axis ",
+                       axis);
     auto s = checked_add(dims[ax], t->dims[ax]);
     if (!s) return ctx.error(StatusCode::kShape, "concatenated axis overflows");
     dims[ax] = *s;
@@ -353,7 +362,8 @@ Status kernel_Concat(OpContext& ctx) {
   for (size_t i = 0; i < ctx.num_inputs(); ++i) {
     const TensorView* t = ctx.input(i);
     const int64_t block = t->dims[ax] * inner;
-    for (int64_t o = 0; o < outer; ++o) copy_elems(out->data, o * out_block + offset, t->data, o * block, block, bits);
+    for (int64_t o = 0; o < outer; ++o)
+      copy_elems(out->data, o * out_block + offset, t->data, o * block, block, bits);
     offset += block;
   }
   return Status::ok();
@@ -375,10 +385,10 @@ Status kernel_Split(OpContext& ctx) {
   std::vector<int64_t> sizes;
   bool given = false;
   if (ctx.opset() >= 13) {
-    if (const TensorView* s = ctx.input(1)) {
+    if (const TensorView* s = ctx.input(1); s && s->numel() > 0) {  // empty counts as absent
       if (!read_int_tensor(s, &sizes))
-        return ctx.error(StatusCode::kInvalidArgument, "input 'split' has dtype ", dtype_name(s->dtype),
-                         "; expected int64");
+        return ctx.error(StatusCode::kInvalidArgument, "input 'split' has dtype ",
+                         dtype_name(s->dtype), "; expected int64");
       given = true;
     }
   } else if (ctx.attrs().has("split")) {
@@ -395,14 +405,16 @@ Status kernel_Split(OpContext& ctx) {
       sizes.assign(n_out, chunk);
       sizes.back() = dim - chunk * (n - 1);
       if (sizes.back() < 0)
-        return ctx.error(StatusCode::kShape, "axis ", axis, " of size ", dim, " cannot be split into ", n, " chunks");
+        return ctx.error(StatusCode::kShape, "axis ", axis, " of size ", dim,
+                         " cannot be split into ", n, " chunks");
     } else {
-      return ctx.error(StatusCode::kShape, "axis ", axis, " of size ", dim, " does not split evenly into ", n,
-                       " outputs");
+      return ctx.error(StatusCode::kShape, "axis ", axis, " of size ", dim,
+                       " does not split evenly into ", n, " outputs");
     }
   }
   if (sizes.size() != n_out)
-    return ctx.error(StatusCode::kShape, "'split' has ", sizes.size(), " sizes for ", n_out, " outputs");
+    return ctx.error(StatusCode::kShape, "'split' has ", sizes.size(), " sizes for ", n_out,
+                     " outputs");
   int64_t sum = 0;
   for (int64_t s : sizes) {
     if (s < 0) return ctx.error(StatusCode::kShape, "'split' has a negative size ", s);
@@ -411,8 +423,8 @@ Status kernel_Split(OpContext& ctx) {
     sum = *t;
   }
   if (sum != dim)
-    return ctx.error(StatusCode::kShape, "'split' sizes ", dims_str(sizes), " sum to ", sum, " but axis ", axis,
-                     " has size ", dim);
+    return ctx.error(StatusCode::kShape, "'split' sizes ", dims_str(sizes), " sum to ", sum,
+                     " but axis ", axis, " has size ", dim);
   const int bits = dtype_bits(x->dtype);
   const int64_t outer = product(x->dims, 0, ax);
   const int64_t inner = product(x->dims, ax + 1, x->dims.size());
@@ -450,7 +462,8 @@ Status kernel_Constant(OpContext& ctx) {
   }
   if (a.has("value_floats")) {
     const std::vector<float> v = a.get_floats("value_floats");
-    CUVIL_RETURN_IF_ERROR(allocate_checked(ctx, 0, DType::Float, {static_cast<int64_t>(v.size())}, &out));
+    CUVIL_RETURN_IF_ERROR(
+        allocate_checked(ctx, 0, DType::Float, {static_cast<int64_t>(v.size())}, &out));
     std::copy(v.begin(), v.end(), out->as<float>());
     return Status::ok();
   }
@@ -461,13 +474,14 @@ Status kernel_Constant(OpContext& ctx) {
   }
   if (a.has("value_ints")) {
     const std::vector<int64_t> v = a.get_ints("value_ints");
-    CUVIL_RETURN_IF_ERROR(allocate_checked(ctx, 0, DType::Int64, {static_cast<int64_t>(v.size())}, &out));
+    CUVIL_RETURN_IF_ERROR(
+        allocate_checked(ctx, 0, DType::Int64, {static_cast<int64_t>(v.size())}, &out));
     std::copy(v.begin(), v.end(), out->as<int64_t>());
     return Status::ok();
   }
   return ctx.error(StatusCode::kUnsupported,
-                   "needs one of the attributes value, value_float(s), value_int(s) (string and sparse values are "
-                   "not supported)");
+                   "needs one of the attributes value, value_float(s), value_int(s) (string and "
+                   "sparse values are not supported)");
 }
 
 Status kernel_ConstantOfShape(OpContext& ctx) {
@@ -478,14 +492,16 @@ Status kernel_ConstantOfShape(OpContext& ctx) {
     return ctx.error(StatusCode::kInvalidArgument, "input 'input' has dtype ", dtype_name(s->dtype),
                      "; expected int64");
   for (int64_t d : dims)
-    if (d < 0) return ctx.error(StatusCode::kShape, "shape ", dims_str(dims), " has a negative dim");
+    if (d < 0)
+      return ctx.error(StatusCode::kShape, "shape ", dims_str(dims), " has a negative dim");
   const TensorView* value = ctx.attrs().get_tensor("value");
   const float zero = 0.0f;
   DType dtype = DType::Float;
   const void* elem = &zero;
   if (value) {
     if (value->numel() != 1)
-      return ctx.error(StatusCode::kInvalidArgument, "attribute 'value' must hold one element, has ", value->numel());
+      return ctx.error(StatusCode::kInvalidArgument,
+                       "attribute 'value' must hold one element, has ", value->numel());
     CUVIL_RETURN_IF_ERROR(require_sized(ctx, value->dtype, "attribute 'value'"));
     dtype = value->dtype;
     elem = value->data;
@@ -504,7 +520,8 @@ Status kernel_Range(OpContext& ctx) {
   const DType dtype = start_t->dtype;
   if (limit_t->dtype != dtype || delta_t->dtype != dtype)
     return ctx.error(StatusCode::kInvalidArgument, "inputs have dtypes ", dtype_name(dtype), ", ",
-                     dtype_name(limit_t->dtype), ", ", dtype_name(delta_t->dtype), "; they must agree");
+                     dtype_name(limit_t->dtype), ", ", dtype_name(delta_t->dtype),
+                     "; they must agree");
   if (start_t->numel() != 1 || limit_t->numel() != 1 || delta_t->numel() != 1)
     return ctx.error(StatusCode::kInvalidArgument, "start, limit and delta must be scalars");
   Status st;
@@ -522,7 +539,12 @@ Status kernel_Range(OpContext& ctx) {
     if constexpr (std::is_floating_point_v<C>) {
       const double count = std::ceil((static_cast<double>(limit) - static_cast<double>(start)) /
                                      static_cast<double>(delta));
-      if (std::isnan(count) || count > 9.0e18) {
+      if (std::isnan(count)) {
+        st = ctx.error(StatusCode::kInvalidArgument, "range [", start, ", ", limit, ") by ", delta,
+                       " is not a number of elements");
+        return;
+      }
+      if (count > 9.0e18) {
         st = ctx.error(StatusCode::kOutOfMemory, "range [", start, ", ", limit, ") by ", delta,
                        " has too many elements");
         return;
@@ -549,13 +571,16 @@ Status kernel_Range(OpContext& ctx) {
     T* o = out->as<T>();
     for (int64_t i = 0; i < n; ++i) {
       if constexpr (std::is_floating_point_v<C>) {
-        o[i] = convert<T>(static_cast<C>(static_cast<double>(start) + static_cast<double>(i) * static_cast<double>(delta)));
+        o[i] = convert<T>(static_cast<C>(static_cast<double>(start) +
+                                         static_cast<double>(i) * static_cast<double>(delta)));
       } else {
-        o[i] = static_cast<T>(static_cast<__int128>(start) + static_cast<__int128>(i) * static_cast<__int128>(delta));
+        o[i] = static_cast<T>(static_cast<__int128>(start) +
+                              static_cast<__int128>(i) * static_cast<__int128>(delta));
       }
     }
   });
-  if (!known) return ctx.error(StatusCode::kUnsupported, "dtype ", dtype_name(dtype), " is not supported");
+  if (!known)
+    return ctx.error(StatusCode::kUnsupported, "dtype ", dtype_name(dtype), " is not supported");
   return st;
 }
 
@@ -567,8 +592,11 @@ Status kernel_EyeLike(OpContext& ctx) {
   DType dtype = x->dtype;
   if (ctx.attrs().has("dtype")) {
     const int64_t code = ctx.attrs().get_int("dtype", 0);
-    auto t = code >= INT32_MIN && code <= INT32_MAX ? dtype_from_onnx(static_cast<int32_t>(code)) : std::nullopt;
-    if (!t) return ctx.error(StatusCode::kInvalidArgument, "attribute 'dtype' is an unknown type code ", code);
+    auto t = code >= INT32_MIN && code <= INT32_MAX ? dtype_from_onnx(static_cast<int32_t>(code))
+                                                    : std::nullopt;
+    if (!t)
+      return ctx.error(StatusCode::kInvalidArgument, "attribute 'dtype' is an unknown type code ",
+                       code);
     dtype = *t;
   }
   const int64_t k = ctx.attrs().get_int("k", 0);
@@ -593,13 +621,14 @@ Status kernel_OneHot(OpContext& ctx) {
   CUVIL_RETURN_IF_ERROR(require_input(ctx, 2, &values));
   CUVIL_RETURN_IF_ERROR(require_sized(ctx, values->dtype, "input 'values'"));
   if (values->numel() != 2)
-    return ctx.error(StatusCode::kInvalidArgument, "input 'values' must hold 2 elements (off, on), has ",
-                     values->numel());
+    return ctx.error(StatusCode::kInvalidArgument,
+                     "input 'values' must hold 2 elements (off, on), has ", values->numel());
   double depth_value = 0;
   if (!read_scalar(depth_t, &depth_value) || !std::isfinite(depth_value))
     return ctx.error(StatusCode::kInvalidArgument, "input 'depth' must be one finite number");
   if (depth_value < 1 || depth_value > 9.0e18)
-    return ctx.error(StatusCode::kInvalidArgument, "input 'depth' is ", depth_value, "; it must be at least 1");
+    return ctx.error(StatusCode::kInvalidArgument, "input 'depth' is ", depth_value,
+                     "; it must be at least 1");
   const int64_t depth = static_cast<int64_t>(depth_value);
   const int64_t rank = static_cast<int64_t>(indices->dims.size());
   int64_t axis = 0;
@@ -623,7 +652,8 @@ Status kernel_OneHot(OpContext& ctx) {
     numeric = !(std::isnan(idx[i]) && !dtype_is_float(indices->dtype));
   }
   if (!numeric)
-    return ctx.error(StatusCode::kUnsupported, "input 'indices' has dtype ", dtype_name(indices->dtype));
+    return ctx.error(StatusCode::kUnsupported, "input 'indices' has dtype ",
+                     dtype_name(indices->dtype));
   for (int64_t o = 0; o < outer; ++o) {
     for (int64_t i = 0; i < inner; ++i) {
       const double v = std::trunc(idx[static_cast<size_t>(o * inner + i)]);
@@ -652,7 +682,8 @@ Status kernel_NonZero(OpContext& ctx) {
     for (int64_t i = 0; i < n; ++i)
       if (convert<C>(p[i]) != C(0)) hits.push_back(i);
   });
-  if (!known) return ctx.error(StatusCode::kUnsupported, "dtype ", dtype_name(x->dtype), " is not supported");
+  if (!known)
+    return ctx.error(StatusCode::kUnsupported, "dtype ", dtype_name(x->dtype), " is not supported");
   // numpy's nonzero does atleast_1d: a scalar has one coordinate row.
   const std::vector<int64_t> dims = x->dims.empty() ? std::vector<int64_t>{1} : x->dims;
   const int64_t rank = static_cast<int64_t>(dims.size());
@@ -676,7 +707,8 @@ Status kernel_Compress(OpContext& ctx) {
   CUVIL_RETURN_IF_ERROR(require_input(ctx, 1, &cond));
   CUVIL_RETURN_IF_ERROR(require_sized(ctx, x->dtype, "input 0"));
   if (cond->dims.size() != 1)
-    return ctx.error(StatusCode::kShape, "input 'condition' must be 1-D, has dims ", dims_str(cond->dims));
+    return ctx.error(StatusCode::kShape, "input 'condition' must be 1-D, has dims ",
+                     dims_str(cond->dims));
   std::vector<bool> keep(static_cast<size_t>(cond->numel()));
   const bool known = visit_dtype(cond->dtype, [&](auto tag) {
     using T = typename decltype(tag)::type;
@@ -684,13 +716,15 @@ Status kernel_Compress(OpContext& ctx) {
       keep[i] = convert<compute_t<T>>(cond->as<T>()[i]) != compute_t<T>(0);
   });
   if (!known)
-    return ctx.error(StatusCode::kUnsupported, "input 'condition' has dtype ", dtype_name(cond->dtype));
+    return ctx.error(StatusCode::kUnsupported, "input 'condition' has dtype ",
+                     dtype_name(cond->dtype));
   const bool has_axis = ctx.attrs().has("axis");
   int64_t axis = 0;
   std::vector<int64_t> in_dims = x->dims;
   if (!has_axis) {
     in_dims = {x->numel()};
-  } else if (!normalize_axis(ctx.attrs().get_int("axis", 0), static_cast<int64_t>(x->dims.size()), &axis)) {
+  } else if (!normalize_axis(ctx.attrs().get_int("axis", 0), static_cast<int64_t>(x->dims.size()),
+                             &axis)) {
     return ctx.error(StatusCode::kInvalidArgument, "axis ", ctx.attrs().get_int("axis", 0),
                      " is out of range for rank ", x->dims.size());
   }
@@ -700,8 +734,8 @@ Status kernel_Compress(OpContext& ctx) {
   for (size_t i = 0; i < keep.size(); ++i) {
     if (!keep[i]) continue;
     if (static_cast<int64_t>(i) >= dim)
-      return ctx.error(StatusCode::kRuntime, "condition selects index ", i, " out of range [0, ", dim - 1,
-                       "] of axis ", axis);
+      return ctx.error(StatusCode::kRuntime, "condition selects index ", i, " out of range [0, ",
+                       dim - 1, "] of axis ", axis);
     selected.push_back(static_cast<int64_t>(i));
   }
   std::vector<int64_t> dims = in_dims;
@@ -714,8 +748,8 @@ Status kernel_Compress(OpContext& ctx) {
   const int64_t kept = static_cast<int64_t>(selected.size());
   for (int64_t o = 0; o < outer; ++o)
     for (int64_t j = 0; j < kept; ++j)
-      copy_elems(out->data, (o * kept + j) * inner, x->data, (o * dim + selected[static_cast<size_t>(j)]) * inner,
-                 inner, bits);
+      copy_elems(out->data, (o * kept + j) * inner, x->data,
+                 (o * dim + selected[static_cast<size_t>(j)]) * inner, inner, bits);
   return Status::ok();
 }
 
@@ -731,7 +765,8 @@ Status kernel_TopK(OpContext& ctx) {
       return ctx.error(StatusCode::kInvalidArgument, "input 'K' must hold one integer");
     k = kv[0];
   } else {
-    if (!ctx.attrs().has("k")) return ctx.error(StatusCode::kInvalidArgument, "attribute 'k' is missing");
+    if (!ctx.attrs().has("k"))
+      return ctx.error(StatusCode::kInvalidArgument, "attribute 'k' is missing");
     k = ctx.attrs().get_int("k", 0);
   }
   const int64_t rank = static_cast<int64_t>(x->dims.size());
@@ -742,7 +777,8 @@ Status kernel_TopK(OpContext& ctx) {
   const size_t ax = static_cast<size_t>(axis);
   const int64_t dim = x->dims[ax];
   if (k < 0 || k > dim)
-    return ctx.error(StatusCode::kRuntime, "k is ", k, " but axis ", axis, " has ", dim, " elements");
+    return ctx.error(StatusCode::kRuntime, "k is ", k, " but axis ", axis, " has ", dim,
+                     " elements");
   const bool largest = ctx.attrs().get_int("largest", 1) != 0;
   std::vector<int64_t> dims = x->dims;
   dims[ax] = k;
@@ -766,7 +802,8 @@ Status kernel_TopK(OpContext& ctx) {
     };
     for (int64_t o = 0; o < outer; ++o) {
       for (int64_t i = 0; i < inner; ++i) {
-        for (int64_t j = 0; j < dim; ++j) row[static_cast<size_t>(j)] = {convert<C>(in[(o * dim + j) * inner + i]), j};
+        for (int64_t j = 0; j < dim; ++j)
+          row[static_cast<size_t>(j)] = {convert<C>(in[(o * dim + j) * inner + i]), j};
         std::partial_sort(row.begin(), row.begin() + k, row.end(), before);
         for (int64_t j = 0; j < k; ++j) {
           const int64_t at = (o * k + j) * inner + i;
@@ -777,7 +814,8 @@ Status kernel_TopK(OpContext& ctx) {
       }
     }
   });
-  if (!known) return ctx.error(StatusCode::kUnsupported, "dtype ", dtype_name(x->dtype), " is not supported");
+  if (!known)
+    return ctx.error(StatusCode::kUnsupported, "dtype ", dtype_name(x->dtype), " is not supported");
   return Status::ok();
 }
 
@@ -790,7 +828,8 @@ Status kernel_Unique(OpContext& ctx) {
   int64_t axis = 0;
   if (!has_axis) {
     in_dims = {x->numel()};
-  } else if (!normalize_axis(ctx.attrs().get_int("axis", 0), static_cast<int64_t>(x->dims.size()), &axis)) {
+  } else if (!normalize_axis(ctx.attrs().get_int("axis", 0), static_cast<int64_t>(x->dims.size()),
+                             &axis)) {
     return ctx.error(StatusCode::kInvalidArgument, "axis ", ctx.attrs().get_int("axis", 0),
                      " is out of range for rank ", x->dims.size());
   }
@@ -810,30 +849,39 @@ Status kernel_Unique(OpContext& ctx) {
     auto compare = [&](int64_t a, int64_t b) {
       for (int64_t o = 0; o < outer; ++o)
         for (int64_t i = 0; i < inner; ++i) {
-          const int c = compare_values(convert<C>(p[(o * n + a) * inner + i]), convert<C>(p[(o * n + b) * inner + i]));
+          const int c = compare_values(convert<C>(p[(o * n + a) * inner + i]),
+                                       convert<C>(p[(o * n + b) * inner + i]));
           if (c != 0) return c;
         }
       return 0;
     };
-    std::stable_sort(order.begin(), order.end(), [&](int64_t a, int64_t b) { return compare(a, b) < 0; });
+    std::stable_sort(order.begin(), order.end(),
+                     [&](int64_t a, int64_t b) { return compare(a, b) < 0; });
     for (size_t j = 0; j < order.size(); ++j)
-      if (j == 0 || compare(order[j - 1], order[j]) != 0) group_start.push_back(static_cast<int64_t>(j));
+      if (j == 0 || compare(order[j - 1], order[j]) != 0)
+        group_start.push_back(static_cast<int64_t>(j));
   });
-  if (!known) return ctx.error(StatusCode::kUnsupported, "dtype ", dtype_name(x->dtype), " is not supported");
+  if (!known)
+    return ctx.error(StatusCode::kUnsupported, "dtype ", dtype_name(x->dtype), " is not supported");
   const int64_t u = static_cast<int64_t>(group_start.size());
   // Groups in output order: ascending values when sorted, else by first occurrence. The
   // stable sort leaves each group's first occurrence at its start.
   std::vector<int64_t> groups(static_cast<size_t>(u));
   std::iota(groups.begin(), groups.end(), 0);
-  auto first_of = [&](int64_t g) { return order[static_cast<size_t>(group_start[static_cast<size_t>(g)])]; };
-  if (!sorted) std::sort(groups.begin(), groups.end(), [&](int64_t a, int64_t b) { return first_of(a) < first_of(b); });
+  auto first_of = [&](int64_t g) {
+    return order[static_cast<size_t>(group_start[static_cast<size_t>(g)])];
+  };
+  if (!sorted)
+    std::sort(groups.begin(), groups.end(),
+              [&](int64_t a, int64_t b) { return first_of(a) < first_of(b); });
   std::vector<int64_t> counts(static_cast<size_t>(u));
   for (int64_t q = 0; q < u; ++q) {
     const int64_t g = groups[static_cast<size_t>(q)];
     const int64_t begin = group_start[static_cast<size_t>(g)];
     const int64_t end = g + 1 < u ? group_start[static_cast<size_t>(g + 1)] : n;
     counts[static_cast<size_t>(q)] = end - begin;
-    for (int64_t j = begin; j < end; ++j) group_of[static_cast<size_t>(order[static_cast<size_t>(j)])] = q;
+    for (int64_t j = begin; j < end; ++j)
+      group_of[static_cast<size_t>(order[static_cast<size_t>(j)])] = q;
   }
   CUVIL_RETURN_IF_ERROR(require_sized(ctx, x->dtype, "input 0"));
   std::vector<int64_t> y_dims = in_dims;
@@ -843,11 +891,13 @@ Status kernel_Unique(OpContext& ctx) {
   const int bits = dtype_bits(x->dtype);
   for (int64_t q = 0; q < u; ++q) {
     const int64_t src = first_of(groups[static_cast<size_t>(q)]);
-    for (int64_t o = 0; o < outer; ++o) copy_elems(out->data, (o * u + q) * inner, x->data, (o * n + src) * inner, inner, bits);
+    for (int64_t o = 0; o < outer; ++o)
+      copy_elems(out->data, (o * u + q) * inner, x->data, (o * n + src) * inner, inner, bits);
   }
   if (ctx.num_outputs() > 1 && ctx.output_wanted(1)) {
     CUVIL_RETURN_IF_ERROR(allocate_checked(ctx, 1, DType::Int64, {u}, &out));
-    for (int64_t q = 0; q < u; ++q) out->as<int64_t>()[q] = first_of(groups[static_cast<size_t>(q)]);
+    for (int64_t q = 0; q < u; ++q)
+      out->as<int64_t>()[q] = first_of(groups[static_cast<size_t>(q)]);
   }
   if (ctx.num_outputs() > 2 && ctx.output_wanted(2)) {
     CUVIL_RETURN_IF_ERROR(allocate_checked(ctx, 2, DType::Int64, {n}, &out));
