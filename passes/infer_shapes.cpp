@@ -23,7 +23,15 @@ void infer_graph(InferState& state, Graph& graph) {
     }
     if (node.op == OpKind::Unknown) continue;
     InferContext ctx(state, graph, node);
-    rule_for(node.op)(ctx);
+    try {
+      rule_for(node.op)(ctx);
+    } catch (const Diagnostic& d) {
+      // Dim arithmetic deep inside a rule (overflow, division by zero) cannot know the node;
+      // name it here unless the rule already did.
+      const std::string msg = d.what();
+      if (msg.find("'" + node.name + "'") != std::string::npos) throw;
+      throw Diagnostic(d.code(), "node '" + node.name + "' (" + node.op_type + "): " + msg);
+    }
   }
 }
 

@@ -37,7 +37,7 @@ inline float apply_unary(UnaryFn f, float x) {
   switch (f) {
     case UnaryFn::Abs: return std::fabs(x);
     case UnaryFn::Neg: return -x;
-    case UnaryFn::Relu: return x > 0.f ? x : 0.f;
+    case UnaryFn::Relu: return x != x ? x : (x > 0.f ? x : 0.f);  // NaN propagates
     case UnaryFn::Sigmoid: return 1.f / (1.f + std::exp(-x));
     case UnaryFn::Tanh: return std::tanh(x);
     case UnaryFn::Exp: return std::exp(x);
@@ -62,7 +62,9 @@ void run_unary(UnaryFn f, float* d, const float* s, int64_t n) {
   switch (f) {
     case UnaryFn::Abs: for (int64_t i = 0; i < n; ++i) d[i] = std::fabs(s[i]); return;
     case UnaryFn::Neg: for (int64_t i = 0; i < n; ++i) d[i] = -s[i]; return;
-    case UnaryFn::Relu: for (int64_t i = 0; i < n; ++i) d[i] = s[i] > 0.f ? s[i] : 0.f; return;
+    case UnaryFn::Relu:  // NaN propagates; -0 gives +0, as the whole-tensor kernel does
+      for (int64_t i = 0; i < n; ++i) d[i] = s[i] != s[i] ? s[i] : (s[i] > 0.f ? s[i] : 0.f);
+      return;
     case UnaryFn::Sqrt: for (int64_t i = 0; i < n; ++i) d[i] = std::sqrt(s[i]); return;
     case UnaryFn::Reciprocal: for (int64_t i = 0; i < n; ++i) d[i] = 1.f / s[i]; return;
     case UnaryFn::Identity: std::memmove(d, s, static_cast<size_t>(n) * sizeof(float)); return;
@@ -79,10 +81,10 @@ void run_binary(BinaryFn f, float* d, const float* a, const float* b, int64_t n)
     case BinaryFn::Div: for (int64_t i = 0; i < n; ++i) d[i] = a[i] / b[i]; return;
     // ONNX Max/Min propagate NaN.
     case BinaryFn::Max:
-      for (int64_t i = 0; i < n; ++i) d[i] = (a[i] != a[i] || b[i] != b[i]) ? NAN : (a[i] > b[i] ? a[i] : b[i]);
+      for (int64_t i = 0; i < n; ++i) d[i] = (a[i] != a[i] || b[i] != b[i]) ? NAN : (a[i] < b[i] ? b[i] : a[i]);  // std::max
       return;
     case BinaryFn::Min:
-      for (int64_t i = 0; i < n; ++i) d[i] = (a[i] != a[i] || b[i] != b[i]) ? NAN : (a[i] < b[i] ? a[i] : b[i]);
+      for (int64_t i = 0; i < n; ++i) d[i] = (a[i] != a[i] || b[i] != b[i]) ? NAN : (b[i] < a[i] ? b[i] : a[i]);  // std::min
       return;
     case BinaryFn::Pow: for (int64_t i = 0; i < n; ++i) d[i] = std::pow(a[i], b[i]); return;
     case BinaryFn::PRelu: for (int64_t i = 0; i < n; ++i) d[i] = a[i] < 0.f ? a[i] * b[i] : a[i]; return;

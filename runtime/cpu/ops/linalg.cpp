@@ -696,10 +696,11 @@ Status kernel_Einsum(OpContext& ctx) {
   }
   // Per input, the element stride contributed by each output / summed label (repeated labels
   // add up, which walks the diagonal; size-1 broadcast dims contribute 0).
-  std::vector<std::vector<int64_t>> out_stride(n_in), sum_stride(n_in);
+  std::vector<std::vector<int64_t>> out_stride(n_in), sum_stride(n_in), label_stride(n_in);
   for (size_t i = 0; i < n_in; ++i) {
     const std::vector<int64_t> st = row_major_strides(ins[i]->dims);
-    std::vector<int64_t> per_label(kMaxLabel, 0);
+    std::vector<int64_t>& per_label = label_stride[i];
+    per_label.assign(kMaxLabel, 0);
     for (size_t d = 0; d < in_labels[i].size(); ++d)
       if (ins[i]->dims[d] != 1 || label_dim[in_labels[i][d]] == 1) per_label[in_labels[i][d]] += st[d];
     for (int l : out_labels) out_stride[i].push_back(per_label[l]);
@@ -709,6 +710,89 @@ Status kernel_Einsum(OpContext& ctx) {
   for (int l : sum_labels) sum_dims.push_back(label_dim[l]);
   TensorView* y = nullptr;
   CUVIL_RETURN_IF_ERROR(ctx.allocate_output(0, ins[0]->dtype, out_dims, &y));
+  if (n_in == 2 && dtype_is_float(ins[0]->dtype)) {
+    // A two-operand contraction without diagonals, broadcasting or one-sided sums is a batched
+    // matrix multiply: batch labels (both operands and output), m (first operand and output),
+    // n (second and output) and k (both operands, summed).
+    std::vector<int> batch_l, m_l, n_l, k_l;
+    bool fits = true;
+    for (int l = 0; l < kMaxLabel && fits; ++l) {
+      if (label_count[l] == 0) continue;
+      const auto count_in = [&](size_t i) {
+        return static_cast<int>(std::count(in_labels[i].begin(), in_labels[i].end(), l));
+      };
+      const int ca = count_in(0), cb = count_in(1);
+      const bool in_out = std::find(out_labels.begin(), out_labels.end(), l) != out_labels.end();
+      for (size_t i = 0; i < 2; ++i)
+        for (size_t d = 0; d < in_labels[i].size(); ++d)
+          if (in_labels[i][d] == l && ins[i]->dims[d] != label_dim[l]) fits = false;
+      if (ca > 1 || cb > 1) fits = false;
+      else if (ca && cb) (in_out ? batch_l : k_l).push_back(l);
+      else if (!in_out) fits = false;
+      else (ca ? m_l : n_l).push_back(l);
+    }
+    if (fits) {
+      auto dims_of = [&](const std::vector<int>& ls) {
+        int64_t n = 1;
+        for (int l : ls) n *= label_dim[l];
+        return n;
+      };
+      const int64_t nb = dims_of(batch_l), m = dims_of(m_l), n = dims_of(n_l), k = dims_of(k_l);
+      bool done = false;
+      visit_dtype<kFloatTypes>(ins[0]->dtype, [&](auto tag) {
+        using C = compute_t<typename decltype(tag)::type>;
+        std::vector<C> abuf, bbuf;
+        const C* a = compute_data<C>(*ins[0], &abuf);
+        const C* b = compute_data<C>(*ins[1], &bbuf);
+        // Gathers src into the label order `order` (row-major over those labels' dims).
+        auto gather = [&](const C* src, const std::vector<int64_t>& strides, std::vector<int> order, C* dst) {
+          std::vector<int64_t> dims, st;
+          for (int l : order) {
+            dims.push_back(label_dim[l]);
+            st.push_back(strides[l]);
+          }
+          int64_t total = 1;
+          for (int64_t d : dims) total *= d;
+          std::vector<int64_t> idx(dims.size(), 0);
+          int64_t off = 0;
+          for (int64_t t = 0; t < total; ++t) {
+            dst[t] = src[off];
+            for (size_t d = dims.size(); d-- > 0;) {
+              off += st[d];
+              if (++idx[d] < dims[d]) break;
+              off -= st[d] * dims[d];
+              idx[d] = 0;
+            }
+          }
+        };
+        auto concat = [](std::vector<int> x, const std::vector<int>& y2, const std::vector<int>& z) {
+          x.insert(x.end(), y2.begin(), y2.end());
+          x.insert(x.end(), z.begin(), z.end());
+          return x;
+        };
+        std::vector<C> ap(static_cast<size_t>(nb * m * k)), bp(static_cast<size_t>(nb * k * n));
+        std::vector<C> yp(static_cast<size_t>(nb * m * n));
+        gather(a, label_stride[0], concat(batch_l, m_l, k_l), ap.data());
+        gather(b, label_stride[1], concat(batch_l, k_l, n_l), bp.data());
+        for (int64_t t = 0; t < nb; ++t)
+          gemm(&ctx, false, false, m, n, k, C(1), ap.data() + t * m * k, k, bp.data() + t * k * n, n, C(0),
+               yp.data() + t * m * n, n);
+        // yp is laid out as [batch, m, n] labels; scatter it into the output's label order.
+        const std::vector<int> yorder = concat(batch_l, m_l, n_l);
+        std::vector<int64_t> ystride(kMaxLabel, 0);
+        int64_t st = 1;
+        for (size_t i = yorder.size(); i-- > 0;) {
+          ystride[yorder[i]] = st;
+          st *= label_dim[yorder[i]];
+        }
+        ComputeOutput<C> out(y);
+        gather(yp.data(), ystride, out_labels, out.data());
+        out.finish();
+        done = true;
+      });
+      if (done) return Status::ok();
+    }
+  }
   const bool ok = visit_dtype<kNumericTypes>(ins[0]->dtype, [&](auto tag) {
     using T = typename decltype(tag)::type;
     using C = compute_t<T>;
