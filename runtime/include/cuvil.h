@@ -77,12 +77,13 @@ cuvil_status cuvil_session_create(cuvil_model* model, const cuvil_session_option
                                   cuvil_session** out_session);
 void cuvil_session_release(cuvil_session* session);
 
-/* Binds an input by name. The data is borrowed until the next cuvil_session_run returns;
+/* Binds an input by name. The data is borrowed until the next cuvil_session_run returns, and
+ * every input must be set again before each run (a run forgets its bindings);
  * `bytes` must equal the product of dims times the element size. */
 cuvil_status cuvil_session_set_input(cuvil_session* session, const char* name, cuvil_dtype dtype,
                                      int32_t rank, const int64_t* dims, const void* data,
                                      size_t bytes);
-/* Runs with the inputs bound since the last run. All inputs must be bound. */
+/* Runs with the inputs set since the last run. All inputs must be set. */
 cuvil_status cuvil_session_run(cuvil_session* session);
 /* Output of the last successful run: info (concrete dims) and a pointer to its data, valid
  * until the next run or the session's release. */
