@@ -40,8 +40,9 @@ std::string quoted(const std::string& s) {
 }
 
 std::string dtype_text(DType t) {
-  return dtype_from_onnx(static_cast<int32_t>(t)) ? dtype_name(t)
-                                                    : "dtype(" + std::to_string(static_cast<int32_t>(t)) + ")";
+  return dtype_from_onnx(static_cast<int32_t>(t))
+             ? dtype_name(t)
+             : "dtype(" + std::to_string(static_cast<int32_t>(t)) + ")";
 }
 
 std::string expr_list(const Program& p, const std::vector<uint32_t>& ids) {
@@ -170,7 +171,8 @@ void print_kernel(std::ostringstream& os, const Program& p, size_t ki) {
     }
     const TileOpcode op = static_cast<TileOpcode>(word);
     const char* kinds = tile_opcode_operands(op);
-    os << insn_text(tile_opcode_name(op), kinds, k.body.data() + pc + 1, tile_destination_operand(op))
+    os << insn_text(tile_opcode_name(op), kinds, k.body.data() + pc + 1,
+                    tile_destination_operand(op))
        << "\n";
     pc += 1 + std::strlen(kinds);
   }

@@ -136,8 +136,7 @@ std::vector<std::string> Manifest::find_all(std::string_view key) const {
 
 Status parse_manifest(std::string_view text, Manifest* out) {
   const size_t bad = find_invalid_utf8(text);
-  if (bad != std::string_view::npos)
-    return invalid("manifest: invalid UTF-8 at byte ", bad);
+  if (bad != std::string_view::npos) return invalid("manifest: invalid UTF-8 at byte ", bad);
   Manifest m;
   m.text = std::string(text);
   size_t line_no = 0;
@@ -243,10 +242,12 @@ Status LoadedPackage::open_memory(const void* data, size_t size, bool copy,
   if (!out) return make_status(StatusCode::kInvalidArgument, "open_memory: null output pointer");
   out->reset();
   if (size == 0) return invalid("package is empty (0 bytes)");
-  if (!data) return make_status(StatusCode::kInvalidArgument, "open_memory: null data with size ", size);
+  if (!data)
+    return make_status(StatusCode::kInvalidArgument, "open_memory: null data with size ", size);
   if (!copy && reinterpret_cast<uintptr_t>(data) % kWeightsAlignment != 0)
     return make_status(StatusCode::kInvalidArgument, "open_memory: package bytes are not ",
-                       kWeightsAlignment, "-byte aligned, so the weights cannot be used in "
+                       kWeightsAlignment,
+                       "-byte aligned, so the weights cannot be used in "
                        "place; pass copy=true");
   try {
     std::shared_ptr<LoadedPackage> pkg(new LoadedPackage());
@@ -262,7 +263,8 @@ Status LoadedPackage::open_memory(const void* data, size_t size, bool copy,
     *out = std::move(pkg);
     return Status::ok();
   } catch (const std::bad_alloc&) {
-    return make_status(StatusCode::kOutOfMemory, "out of memory loading a package of ", size, " bytes");
+    return make_status(StatusCode::kOutOfMemory, "out of memory loading a package of ", size,
+                       " bytes");
   }
 }
 
@@ -304,7 +306,7 @@ Status LoadedPackage::open_file(const std::string& path, std::shared_ptr<LoadedP
     ::close(fd);
     return s;
   }
-  ::close(fd);  // the mapping keeps the file
+  ::close(fd);          // the mapping keeps the file
   pkg->mapping_ = map;  // unmapped by the destructor on every path from here
   pkg->mapping_size_ = size;
   pkg->data_ = static_cast<const uint8_t*>(map);
@@ -375,8 +377,8 @@ Status LoadedPackage::verify_and_decode() {
     if (s.flags & ~kSectionCritical)
       return invalid(label, ": reserved flag bits ", hex(s.flags & ~kSectionCritical), " are set");
     if (!is_known_kind(s.kind) && (s.flags & kSectionCritical))
-      return invalid(label, ": unknown critical section kind ", s.kind, " (this runtime reads format ",
-                     version_text(kFormatMajor, kFormatMinor), ")");
+      return invalid(label, ": unknown critical section kind ", s.kind,
+                     " (this runtime reads format ", version_text(kFormatMajor, kFormatMinor), ")");
     if (s.alignment == 0 || (s.alignment & (s.alignment - 1)) != 0 ||
         s.alignment > kMaxSectionAlignment)
       return invalid(label, ": alignment ", s.alignment, " is not a power of two in [1, ",
@@ -388,13 +390,16 @@ Status LoadedPackage::verify_and_decode() {
       return invalid(label, ": offset ", s.offset,
                      " overlaps the header and section table (which end at ", table_end, ")");
     if (s.offset % s.alignment != 0)
-      return invalid(label, ": offset ", s.offset, " is not a multiple of its alignment ", s.alignment);
+      return invalid(label, ": offset ", s.offset, " is not a multiple of its alignment ",
+                     s.alignment);
     if (is_known_kind(s.kind)) {
       ++count_of[s.kind];
       const bool optional = s.kind == static_cast<uint32_t>(SectionKind::kReport);
-      if (!optional && !(s.flags & kSectionCritical)) return invalid(label, ": must be flagged critical");
+      if (!optional && !(s.flags & kSectionCritical))
+        return invalid(label, ": must be flagged critical");
       if (s.kind == static_cast<uint32_t>(SectionKind::kWeights) && s.alignment < kWeightsAlignment)
-        return invalid(label, ": alignment ", s.alignment, " is below the required ", kWeightsAlignment);
+        return invalid(label, ": alignment ", s.alignment, " is below the required ",
+                       kWeightsAlignment);
     }
   }
   for (uint32_t kind = 1; kind <= 4; ++kind) {
@@ -417,7 +422,8 @@ Status LoadedPackage::verify_and_decode() {
   auto check_padding = [&](uint64_t from, uint64_t to) -> Status {
     for (uint64_t o = from; o < to; ++o)
       if (d[o] != 0)
-        return invalid("nonzero byte at offset ", o, " outside every section (padding must be zero)");
+        return invalid("nonzero byte at offset ", o,
+                       " outside every section (padding must be zero)");
     return Status::ok();
   };
   for (size_t k = 0; k < order.size(); ++k) {
@@ -426,8 +432,8 @@ Status LoadedPackage::verify_and_decode() {
       const SectionEntry& prev = sections_[order[k - 1]];
       if (prev.offset + prev.size > s.offset)  // sums checked by range_within above
         return invalid(section_label(order[k - 1], prev.kind), " [", prev.offset, ", ",
-                       prev.offset + prev.size, ") overlaps ", section_label(order[k], s.kind), " [",
-                       s.offset, ", ", s.offset + s.size, ")");
+                       prev.offset + prev.size, ") overlaps ", section_label(order[k], s.kind),
+                       " [", s.offset, ", ", s.offset + s.size, ")");
     }
     if (s.offset > cursor) CUVIL_RETURN_IF_ERROR(check_padding(cursor, s.offset));
     cursor = std::max(cursor, s.offset + s.size);

@@ -22,13 +22,13 @@ namespace cuvil::rt {
 constexpr char kPackageMagic[8] = {'C', 'U', 'V', 'I', 'R', '\0', '\r', '\n'};
 constexpr uint16_t kFormatMajor = 1;
 constexpr uint16_t kFormatMinor = 0;
-constexpr uint32_t kKnownFeatures = 0;        // feature bits this runtime understands
-constexpr uint32_t kHeaderSize = 32;          // the format 1.0 header
+constexpr uint32_t kKnownFeatures = 0;  // feature bits this runtime understands
+constexpr uint32_t kHeaderSize = 32;    // the format 1.0 header
 constexpr uint32_t kSectionEntrySize = 32;
 constexpr uint32_t kMaxSections = 1024;
 constexpr uint32_t kMaxSectionAlignment = 4096;
 constexpr uint32_t kWeightsAlignment = 64;
-constexpr uint32_t kSectionCritical = 1u;     // flags bit 0; bits 1-31 are reserved (zero)
+constexpr uint32_t kSectionCritical = 1u;  // flags bit 0; bits 1-31 are reserved (zero)
 
 enum class SectionKind : uint32_t {
   kManifest = 1,  // UTF-8 "key: value" lines
@@ -115,9 +115,9 @@ class LoadedPackage {
 
   const uint8_t* data_ = nullptr;
   size_t size_ = 0;
-  void* mapping_ = nullptr;        // open_file: the mmap
+  void* mapping_ = nullptr;  // open_file: the mmap
   size_t mapping_size_ = 0;
-  uint8_t* owned_ = nullptr;       // open_memory(copy=true): aligned copy
+  uint8_t* owned_ = nullptr;  // open_memory(copy=true): aligned copy
   uint16_t format_major_ = 0, format_minor_ = 0;
   uint32_t features_ = 0;
   std::vector<SectionEntry> sections_;

@@ -30,14 +30,14 @@ constexpr size_t const_strlen(const char* s) {
   while (s[n]) ++n;
   return n;
 }
-#define CUVIL_INSN(name, operands)                                 \
-  static_assert(kinds_within(operands, "TNKJUBFI"),               \
+#define CUVIL_INSN(name, operands)                  \
+  static_assert(kinds_within(operands, "TNKJUBFI"), \
                 "CUVIL_INSN " #name ": operand kind the verifier does not know");
 #include "runtime/isa.def"
 #undef CUVIL_INSN
 // The CPU tile interpreter decodes at most 4 operands per tile instruction.
-#define CUVIL_TILE(name, operands)                                                   \
-  static_assert(kinds_within(operands, "RMUBFI") && const_strlen(operands) <= 4,    \
+#define CUVIL_TILE(name, operands)                                               \
+  static_assert(kinds_within(operands, "RMUBFI") && const_strlen(operands) <= 4, \
                 "CUVIL_TILE " #name ": unknown operand kind or more than 4 operands");
 #include "runtime/isa.def"
 #undef CUVIL_TILE
@@ -151,8 +151,9 @@ class ProgramVerifier {
         if (op.kind == ExprOpKind::kConst || op.kind == ExprOpKind::kSymbol) {
           if (op.kind == ExprOpKind::kSymbol) {
             if (op.value < 0 || static_cast<uint64_t>(op.value) >= p_.symbols.size())
-              return fail("expression ", i, ": op ", k, ": ",
-                          out_of_range("symbol", static_cast<uint64_t>(op.value), p_.symbols.size()));
+              return fail(
+                  "expression ", i, ": op ", k, ": ",
+                  out_of_range("symbol", static_cast<uint64_t>(op.value), p_.symbols.size()));
             constant = false;
           }
           if (depth == kMaxExprStackDepth)
@@ -167,8 +168,8 @@ class ProgramVerifier {
         if (constant) {
           auto v = apply_expr_op(op.kind, a, b);
           if (!v)
-            return fail("expression ", i, ": op ", k, " (", expr_op_name(op.kind), ") of constants ",
-                        a, " and ", b, " overflows or divides by zero");
+            return fail("expression ", i, ": op ", k, " (", expr_op_name(op.kind),
+                        ") of constants ", a, " and ", b, " overflows or divides by zero");
           stack[depth - 1] = *v;
         }
       }
@@ -190,13 +191,16 @@ class ProgramVerifier {
       if (t.dtype == DType::String)
         return fail(tensor_label(i), ": string tensors are not supported by this runtime");
       if (t.dims.size() > kMaxTensorRank)
-        return fail(tensor_label(i), ": rank ", t.dims.size(), " exceeds the limit ", kMaxTensorRank);
+        return fail(tensor_label(i), ": rank ", t.dims.size(), " exceeds the limit ",
+                    kMaxTensorRank);
       for (size_t d = 0; d < t.dims.size(); ++d)
         if (!expr_ok(t.dims[d]))
-          return fail(tensor_label(i), ": dim ", d, ": ", out_of_range("expression", t.dims[d], p_.exprs.size()));
+          return fail(tensor_label(i), ": dim ", d, ": ",
+                      out_of_range("expression", t.dims[d], p_.exprs.size()));
       if (t.arena_offset != kNone) {
         if (t.kind == TensorKind::kInput || t.kind == TensorKind::kWeight)
-          return fail(tensor_label(i), ": a ", tensor_kind_name(t.kind), " cannot have an arena offset");
+          return fail(tensor_label(i), ": a ", tensor_kind_name(t.kind),
+                      " cannot have an arena offset");
         if (!expr_ok(t.arena_offset))
           return fail(tensor_label(i), ": arena offset ",
                       out_of_range("expression", t.arena_offset, p_.exprs.size()));
@@ -210,8 +214,8 @@ class ProgramVerifier {
                       " is not at that position of the ", tensor_kind_name(t.kind), " list (",
                       list.size(), " entries)");
       } else if (t.io_index != kNone) {
-        return fail(tensor_label(i), ": a ", tensor_kind_name(t.kind), " must have no io_index (has ",
-                    t.io_index, ")");
+        return fail(tensor_label(i), ": a ", tensor_kind_name(t.kind),
+                    " must have no io_index (has ", t.io_index, ")");
       }
       if (t.kind == TensorKind::kWeight) {
         CUVIL_RETURN_IF_ERROR(check_weight(i));
@@ -273,19 +277,20 @@ class ProgramVerifier {
 
   Status check_attr(size_t n, const AttrValue& a) {
     using Kind = AttrValue::Kind;
-    const std::string where = "node record " + std::to_string(n) + " ('" +
-                              p_.nodes[n].op_type + "') attribute '" + a.name + "'";
+    const std::string where = "node record " + std::to_string(n) + " ('" + p_.nodes[n].op_type +
+                              "') attribute '" + a.name + "'";
     const uint8_t kind = static_cast<uint8_t>(a.kind);
-    if (kind > kLastAttrKind) return fail(where, ": kind ", static_cast<int>(kind), " is not valid");
+    if (kind > kLastAttrKind)
+      return fail(where, ": kind ", static_cast<int>(kind), " is not valid");
     // Exactly the fields of the attribute's kind are used.
     const bool one = a.kind == Kind::kInt || a.kind == Kind::kFloat || a.kind == Kind::kString;
     const bool ints = a.kind == Kind::kInt || a.kind == Kind::kInts || a.kind == Kind::kTensor;
     const bool floats = a.kind == Kind::kFloat || a.kind == Kind::kFloats;
     const bool strings = a.kind == Kind::kString || a.kind == Kind::kStrings;
     const size_t used = a.kind == Kind::kInt || a.kind == Kind::kInts ? a.ints.size()
-                        : floats                                    ? a.floats.size()
-                        : strings                                   ? a.strings.size()
-                                                                    : 1;
+                        : floats                                      ? a.floats.size()
+                        : strings                                     ? a.strings.size()
+                                                                      : 1;
     if (one && used != 1) return fail(where, ": a single value is expected, got ", used);
     if ((!ints && !a.ints.empty()) || (!floats && !a.floats.empty()) ||
         (!strings && !a.strings.empty()))
@@ -303,8 +308,8 @@ class ProgramVerifier {
     auto padded = bits ? checked_add(*bits, 7) : std::nullopt;
     if (!padded) return fail(where, ": tensor dims are negative or their product overflows");
     if (a.tensor_bytes.size() != static_cast<uint64_t>(*padded / 8))
-      return fail(where, ": tensor has ", a.tensor_bytes.size(), " bytes, expected ", *numel,
-                  " x ", dtype_name(a.tensor_dtype), " = ", *padded / 8);
+      return fail(where, ": tensor has ", a.tensor_bytes.size(), " bytes, expected ", *numel, " x ",
+                  dtype_name(a.tensor_dtype), " = ", *padded / 8);
     return Status::ok();
   }
 
@@ -316,7 +321,8 @@ class ProgramVerifier {
       if (node.opset < 0) return fail(where, ": negative opset ", node.opset);
       for (size_t k = 0; k < node.inputs.size(); ++k)
         if (node.inputs[k] != kNone && node.inputs[k] >= p_.tensors.size())
-          return fail(where, ": input ", k, ": ", out_of_range("tensor", node.inputs[k], p_.tensors.size()));
+          return fail(where, ": input ", k, ": ",
+                      out_of_range("tensor", node.inputs[k], p_.tensors.size()));
       for (size_t k = 0; k < node.outputs.size(); ++k) {
         const uint32_t t = node.outputs[k];
         if (t == kNone) continue;
@@ -330,7 +336,8 @@ class ProgramVerifier {
         const AttrValue& a = node.attrs[k];
         if (a.name.empty()) return fail(where, ": attribute ", k, " has no name");
         for (size_t j = 0; j < k; ++j)
-          if (node.attrs[j].name == a.name) return fail(where, ": attribute '", a.name, "' given twice");
+          if (node.attrs[j].name == a.name)
+            return fail(where, ": attribute '", a.name, "' given twice");
         CUVIL_RETURN_IF_ERROR(check_attr(n, a));
       }
     }
@@ -341,31 +348,36 @@ class ProgramVerifier {
   Status check_operand(char kind, uint32_t v, const std::string& where, const TileKernel* k) {
     switch (kind) {
       case 'T':
-        if (v >= p_.tensors.size()) return fail(where, ": ", out_of_range("tensor", v, p_.tensors.size()));
+        if (v >= p_.tensors.size())
+          return fail(where, ": ", out_of_range("tensor", v, p_.tensors.size()));
         return Status::ok();
       case 'N':
-        if (v >= p_.nodes.size()) return fail(where, ": ", out_of_range("node record", v, p_.nodes.size()));
+        if (v >= p_.nodes.size())
+          return fail(where, ": ", out_of_range("node record", v, p_.nodes.size()));
         return Status::ok();
       case 'K':
-        if (v >= p_.kernels.size()) return fail(where, ": ", out_of_range("kernel", v, p_.kernels.size()));
+        if (v >= p_.kernels.size())
+          return fail(where, ": ", out_of_range("kernel", v, p_.kernels.size()));
         return Status::ok();
       case 'R':
         if (v >= k->registers) return fail(where, ": ", out_of_range("register", v, k->registers));
         return Status::ok();
       case 'M':
-        if (v >= k->maps.size()) return fail(where, ": ", out_of_range("access map", v, k->maps.size()));
+        if (v >= k->maps.size())
+          return fail(where, ": ", out_of_range("access map", v, k->maps.size()));
         return Status::ok();
       case 'U':
         if (v >= static_cast<uint32_t>(UnaryFn::kCount))
-          return fail(where, ": ", out_of_range("unary function", v, static_cast<size_t>(UnaryFn::kCount)));
+          return fail(where, ": ",
+                      out_of_range("unary function", v, static_cast<size_t>(UnaryFn::kCount)));
         return Status::ok();
       case 'B':
         if (v >= static_cast<uint32_t>(BinaryFn::kCount))
-          return fail(where, ": ", out_of_range("binary function", v, static_cast<size_t>(BinaryFn::kCount)));
+          return fail(where, ": ",
+                      out_of_range("binary function", v, static_cast<size_t>(BinaryFn::kCount)));
         return Status::ok();
       case 'F':
-      case 'I':
-        return Status::ok();
+      case 'I': return Status::ok();
       default:  // J is checked by check_code; the table's kinds are checked statically above
         return fail(where, ": operand kind '", kind, "' is not valid here");
     }
@@ -376,10 +388,12 @@ class ProgramVerifier {
       const TileKernel& k = p_.kernels[ki];
       const std::string kname = "kernel " + std::to_string(ki) + " ('" + k.name + "')";
       if (k.domain.size() > kMaxTensorRank)
-        return fail(kname, ": domain rank ", k.domain.size(), " exceeds the limit ", kMaxTensorRank);
+        return fail(kname, ": domain rank ", k.domain.size(), " exceeds the limit ",
+                    kMaxTensorRank);
       for (size_t d = 0; d < k.domain.size(); ++d)
         if (!expr_ok(k.domain[d]))
-          return fail(kname, ": domain dim ", d, ": ", out_of_range("expression", k.domain[d], p_.exprs.size()));
+          return fail(kname, ": domain dim ", d, ": ",
+                      out_of_range("expression", k.domain[d], p_.exprs.size()));
       for (size_t m = 0; m < k.maps.size(); ++m) {
         const AccessMap& map = k.maps[m];
         const std::string where = kname + " map " + std::to_string(m);
@@ -388,10 +402,12 @@ class ProgramVerifier {
         if (!expr_ok(map.offset))
           return fail(where, ": offset ", out_of_range("expression", map.offset, p_.exprs.size()));
         if (map.strides.size() != k.domain.size())
-          return fail(where, ": has ", map.strides.size(), " strides, the domain has rank ", k.domain.size());
+          return fail(where, ": has ", map.strides.size(), " strides, the domain has rank ",
+                      k.domain.size());
         for (size_t d = 0; d < map.strides.size(); ++d)
           if (!expr_ok(map.strides[d]))
-            return fail(where, ": stride ", d, ": ", out_of_range("expression", map.strides[d], p_.exprs.size()));
+            return fail(where, ": stride ", d, ": ",
+                        out_of_range("expression", map.strides[d], p_.exprs.size()));
       }
       if (k.registers > kMaxTileRegisters)
         return fail(kname, ": uses ", k.registers, " registers, the limit is ", kMaxTileRegisters);
@@ -416,7 +432,8 @@ class ProgramVerifier {
       const std::string where =
           kname + " body word " + std::to_string(pc) + " (" + tile_opcode_name(op) + ")";
       if (k.body.size() - pc - 1 < n)
-        return fail(where, ": needs ", n, " operand words, only ", k.body.size() - pc - 1, " remain");
+        return fail(where, ": needs ", n, " operand words, only ", k.body.size() - pc - 1,
+                    " remain");
       const int dest = tile_destination_operand(op);
       for (size_t i = 0; i < n; ++i) {
         const uint32_t v = k.body[pc + 1 + i];
@@ -467,8 +484,7 @@ class ProgramVerifier {
                       " differ in dtype or rank");
         return Status::ok();
       }
-      default:
-        return Status::ok();
+      default: return Status::ok();
     }
   }
 
@@ -505,12 +521,14 @@ class ProgramVerifier {
           continue;
         }
         if (v >= code.size())
-          return fail(where, ": jump target ", v, " is outside the program (", code.size(), " words)");
+          return fail(where, ": jump target ", v, " is outside the program (", code.size(),
+                      " words)");
         auto it = std::upper_bound(starts.begin(), starts.end(), v);  // first start > v
-        const uint32_t owner = *(it - 1);  // starts[0] == 0 <= v
+        const uint32_t owner = *(it - 1);                             // starts[0] == 0 <= v
         if (owner != v)
           return fail(where, ": jump target ", v, " is inside instruction ", owner, " (",
-                      opcode_name(static_cast<Opcode>(code[owner])), "), not at an instruction start");
+                      opcode_name(static_cast<Opcode>(code[owner])),
+                      "), not at an instruction start");
       }
       CUVIL_RETURN_IF_ERROR(check_semantics(op, code.data() + pc + 1, where));
     }

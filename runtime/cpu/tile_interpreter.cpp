@@ -81,10 +81,10 @@ void run_binary(BinaryFn f, float* d, const float* a, const float* b, int64_t n)
     case BinaryFn::Div: for (int64_t i = 0; i < n; ++i) d[i] = a[i] / b[i]; return;
     // ONNX Max/Min propagate NaN.
     case BinaryFn::Max:
-      for (int64_t i = 0; i < n; ++i) d[i] = (a[i] != a[i] || b[i] != b[i]) ? NAN : (a[i] < b[i] ? b[i] : a[i]);  // std::max
+      for (int64_t i = 0; i < n; ++i) d[i] = (a[i] != a[i] || b[i] != b[i]) ? NAN : (a[i] > b[i] ? a[i] : b[i]);  // tie: second operand, as the kernels
       return;
     case BinaryFn::Min:
-      for (int64_t i = 0; i < n; ++i) d[i] = (a[i] != a[i] || b[i] != b[i]) ? NAN : (b[i] < a[i] ? b[i] : a[i]);  // std::min
+      for (int64_t i = 0; i < n; ++i) d[i] = (a[i] != a[i] || b[i] != b[i]) ? NAN : (a[i] < b[i] ? a[i] : b[i]);  // tie: second operand, as the kernels
       return;
     case BinaryFn::Pow: for (int64_t i = 0; i < n; ++i) d[i] = std::pow(a[i], b[i]); return;
     case BinaryFn::PRelu: for (int64_t i = 0; i < n; ++i) d[i] = a[i] < 0.f ? a[i] * b[i] : a[i]; return;

@@ -883,6 +883,8 @@ Status kernel_PRelu(OpContext& ctx) {
 // ---- variadic ------------------------------------------------------------------------------------
 
 namespace {
+// NaN propagates; on ties (+0 vs -0) the first operand wins, as numpy's maximum/minimum (the
+// fused tile kernels agree bitwise).
 auto max_fn = [](auto a, auto b) { return is_nan_value(a) || a >= b ? a : b; };
 auto min_fn = [](auto a, auto b) { return is_nan_value(a) || a <= b ? a : b; };
 }  // namespace

@@ -72,6 +72,9 @@ Status window_geometry(OpContext& ctx, const std::vector<int64_t>& in,
                      dims_str(w->strides), ", dilations ", dims_str(w->dilations), " and pads ",
                      dims_str(pads), " do not match ", r, " spatial dimensions");
   for (size_t i = 0; i < r; ++i) {
+    // Bounds keep every size computation below far from int64 overflow.
+    if (in[i] < 0 || in[i] > (int64_t{1} << 40))
+      return ctx.error(StatusCode::kInvalidArgument, "spatial dimension ", i, " = ", in[i], " is out of range");
     if (kernel[i] < 1 || kernel[i] > (int64_t{1} << 31))
       return ctx.error(StatusCode::kInvalidArgument, "kernel_shape[", i, "] = ", kernel[i], " is invalid");
     if (w->strides[i] < 1 || w->strides[i] > (int64_t{1} << 31))
@@ -146,13 +149,26 @@ inline void valid_range(int64_t count, int64_t s, int64_t off, int64_t n, int64_
   *hi = std::max(std::min(h, count), *lo);
 }
 
-// col[(c, k...), (o...)] = x[c, o*s - pad + k*d] (or pad_value outside), for channels x[0..cg).
+// Scratch budget (elements) for im2col / col2im columns: larger problems are cut into chunks of
+// output rows (Conv) or input positions (ConvTranspose) so memory stays bounded.
+constexpr int64_t kColumnBudget = int64_t{1} << 22;
+
+// Rows of the last spatial dim per chunk when each row costs `per_row` column elements.
+int64_t rows_per_chunk(int64_t per_row, int64_t total_rows) {
+  const int64_t rows = per_row > 0 ? kColumnBudget / per_row : total_rows;
+  return std::max<int64_t>(1, std::min(rows, total_rows));
+}
+
+// col[(c, k...), (o...)] = x[c, o*s - pad + k*d] (or pad_value outside), for channels x[0..cg)
+// and the output rows [row0, row1) (a "row" is one run of the last spatial dim); col's leading
+// dimension is (row1 - row0) * out.back().
 template <typename A>
-void im2col(OpContext* ctx, const A* x, const Window& w, int64_t cg, A pad_value, A* col) {
+void im2col(OpContext* ctx, const A* x, const Window& w, int64_t cg, A pad_value, A* col,
+            int64_t row0, int64_t row1) {
   const size_t r = w.rank();
-  const int64_t kprod = product(w.kernel), pout = product(w.out), pin = product(w.in);
+  const int64_t kprod = product(w.kernel), pin = product(w.in);
   const int64_t last_out = w.out[r - 1], last_in = w.in[r - 1];
-  const int64_t outer = pout / last_out;
+  const int64_t outer = row1 - row0, ld = outer * last_out;
   auto rows = [&](int64_t begin, int64_t end) {
     std::vector<int64_t> kidx(r), oidx(r);
     for (int64_t row = begin; row < end; ++row) {
@@ -163,11 +179,15 @@ void im2col(OpContext* ctx, const A* x, const Window& w, int64_t cg, A pad_value
         rem /= w.kernel[d];
       }
       const A* xc = x + c * pin;
-      A* dst = col + row * pout;
+      A* dst = col + row * ld;
       const int64_t off_last = kidx[r - 1] * w.dilations[r - 1] - w.pad_begin[r - 1];
       int64_t lo, hi;
       valid_range(last_out, w.strides[r - 1], off_last, last_in, &lo, &hi);
-      std::fill(oidx.begin(), oidx.end(), 0);
+      int64_t start = row0;
+      for (size_t d = r - 1; d-- > 0;) {
+        oidx[d] = start % w.out[d];
+        start /= w.out[d];
+      }
       for (int64_t o = 0; o < outer; ++o) {
         bool inside = true;
         int64_t base = 0;
@@ -202,12 +222,14 @@ void im2col(OpContext* ctx, const A* x, const Window& w, int64_t cg, A pad_value
   else rows(0, nrows);
 }
 
-// y[m, o*s - pad + k*d] += col[(m, k...), (o...)] over `in` positions (ConvTranspose, Col2Im):
-// `w.in` is the output image here and `w.out` the grid of window positions.
+// y[m, o*s - pad + k*d] += col[(m, k...), (o...)] for window positions o in [pos0, pos1)
+// (ConvTranspose, Col2Im): `w.in` is the output image here and `w.out` the grid of window
+// positions; col's leading dimension is pos1 - pos0.
 template <typename A>
-void col2im(OpContext* ctx, const A* col, const Window& w, int64_t channels, A* y) {
+void col2im(OpContext* ctx, const A* col, const Window& w, int64_t channels, A* y, int64_t pos0,
+            int64_t pos1) {
   const size_t r = w.rank();
-  const int64_t kprod = product(w.kernel), pos = product(w.out), pimg = product(w.in);
+  const int64_t kprod = product(w.kernel), pos = pos1 - pos0, pimg = product(w.in);
   auto chans = [&](int64_t begin, int64_t end) {
     std::vector<int64_t> kidx(r), oidx(r);
     for (int64_t m = begin; m < end; ++m) {
@@ -219,7 +241,11 @@ void col2im(OpContext* ctx, const A* col, const Window& w, int64_t channels, A* 
           rem /= w.kernel[d];
         }
         const A* src = col + (m * kprod + kk) * pos;
-        std::fill(oidx.begin(), oidx.end(), 0);
+        int64_t start = pos0;
+        for (size_t d = r; d-- > 0;) {
+          oidx[d] = start % w.out[d];
+          start /= w.out[d];
+        }
         for (int64_t p = 0; p < pos; ++p) {
           int64_t off = 0;
           bool inside = true;
@@ -285,11 +311,7 @@ Status conv_shape(OpContext& ctx, const TensorView& x, const TensorView& wt, Con
   s->out_dims = {s->n, s->m};
   s->out_dims.insert(s->out_dims.end(), s->w.out.begin(), s->w.out.end());
   CUVIL_RETURN_IF_ERROR(check_numel(ctx, s->out_dims, "output"));
-  int64_t colsz = 0;
-  std::vector<int64_t> col_dims = {s->cg, product(s->w.kernel), product(s->w.out)};
-  CUVIL_RETURN_IF_ERROR(check_numel(ctx, col_dims, "im2col buffer"));
-  (void)colsz;
-  return Status::ok();
+  return check_numel(ctx, {s->cg, product(s->w.kernel), s->w.out.back()}, "im2col row");
 }
 
 bool is_pointwise(const Window& w) {
@@ -364,17 +386,23 @@ void conv_float(OpContext& ctx, const ConvShape& s, const C* x, const C* w, cons
     return;
   }
   const bool direct = is_pointwise(s.w);
-  std::vector<C> col(direct ? 0 : static_cast<size_t>(kg * pout));
+  const int64_t last_out = s.w.out.back(), rows = pout / last_out;
+  const int64_t chunk = rows_per_chunk(kg * last_out, rows);
+  std::vector<C> col(direct ? 0 : static_cast<size_t>(kg * chunk * last_out));
   for (int64_t n = 0; n < s.n; ++n) {
     for (int64_t g = 0; g < s.group; ++g) {
       const C* xg = x + (n * s.c + g * s.cg) * pin;
-      const C* b = xg;
-      if (!direct) {
-        im2col<C>(&ctx, xg, s.w, s.cg, C(0), col.data());
-        b = col.data();
+      C* yg = y + (n * s.m + g * s.mg) * pout;
+      if (direct) {
+        gemm(&ctx, false, false, s.mg, pout, kg, C(1), w + g * s.mg * kg, kg, xg, pout, C(0), yg, pout);
+        continue;
       }
-      gemm(&ctx, false, false, s.mg, pout, kg, C(1), w + g * s.mg * kg, kg, b, pout, C(0),
-           y + (n * s.m + g * s.mg) * pout, pout);
+      for (int64_t r0 = 0; r0 < rows; r0 += chunk) {
+        const int64_t r1 = std::min(rows, r0 + chunk), cols = (r1 - r0) * last_out;
+        im2col<C>(&ctx, xg, s.w, s.cg, C(0), col.data(), r0, r1);
+        gemm(&ctx, false, false, s.mg, cols, kg, C(1), w + g * s.mg * kg, kg, col.data(), cols, C(0),
+             yg + r0 * last_out, pout);
+      }
     }
   }
   if (bias) {
@@ -453,8 +481,10 @@ void conv_integer_core(OpContext& ctx, const ConvShape& s, const TensorView& x, 
                        int32_t x_zp, const std::vector<double>& w_zp, int32_t* acc) {
   const int64_t kg = s.cg * product(s.w.kernel);
   const int64_t pout = product(s.w.out), pin = product(s.w.in);
+  const int64_t last_out = s.w.out.back(), rows = pout / last_out;
+  const int64_t chunk = rows_per_chunk(kg * last_out, rows);
   std::vector<int32_t> xs(static_cast<size_t>(s.cg * pin));
-  std::vector<int32_t> col(static_cast<size_t>(kg * pout));
+  std::vector<int32_t> col(static_cast<size_t>(kg * chunk * last_out));
   std::vector<int32_t> ws(static_cast<size_t>(s.m * kg));
   for (int64_t m = 0; m < s.m; ++m)
     for (int64_t k = 0; k < kg; ++k)
@@ -463,20 +493,23 @@ void conv_integer_core(OpContext& ctx, const ConvShape& s, const TensorView& x, 
     for (int64_t g = 0; g < s.group; ++g) {
       const int64_t xoff = (n * s.c + g * s.cg) * pin;
       for (int64_t i = 0; i < s.cg * pin; ++i) xs[i] = load_int8ish(x, xoff + i) - x_zp;
-      im2col<int32_t>(&ctx, xs.data(), s.w, s.cg, 0, col.data());
-      parallel_range(ctx, s.mg, 1, [&](int64_t begin, int64_t end) {
-        for (int64_t mi = begin; mi < end; ++mi) {
-          const int64_t m = g * s.mg + mi;
-          int32_t* yrow = acc + (n * s.m + m) * pout;
-          std::fill(yrow, yrow + pout, 0);
-          for (int64_t k = 0; k < kg; ++k) {
-            const uint32_t wv = static_cast<uint32_t>(ws[m * kg + k]);
-            const int32_t* crow = col.data() + k * pout;
-            for (int64_t p = 0; p < pout; ++p)
-              yrow[p] = static_cast<int32_t>(static_cast<uint32_t>(yrow[p]) + wv * static_cast<uint32_t>(crow[p]));
+      for (int64_t r0 = 0; r0 < rows; r0 += chunk) {
+        const int64_t r1 = std::min(rows, r0 + chunk), cols = (r1 - r0) * last_out;
+        im2col<int32_t>(&ctx, xs.data(), s.w, s.cg, 0, col.data(), r0, r1);
+        parallel_range(ctx, s.mg, 1, [&](int64_t begin, int64_t end) {
+          for (int64_t mi = begin; mi < end; ++mi) {
+            const int64_t m = g * s.mg + mi;
+            int32_t* yrow = acc + (n * s.m + m) * pout + r0 * last_out;
+            std::fill(yrow, yrow + cols, 0);
+            for (int64_t k = 0; k < kg; ++k) {
+              const uint32_t wv = static_cast<uint32_t>(ws[m * kg + k]);
+              const int32_t* crow = col.data() + k * cols;
+              for (int64_t p = 0; p < cols; ++p)
+                yrow[p] = static_cast<int32_t>(static_cast<uint32_t>(yrow[p]) + wv * static_cast<uint32_t>(crow[p]));
+            }
           }
-        }
-      });
+        });
+      }
     }
   }
 }
@@ -592,6 +625,9 @@ Status kernel_ConvTranspose(OpContext& ctx) {
   win.strides = strides;
   win.dilations = dil;
   win.out.assign(x->dims.begin() + 2, x->dims.end());
+  for (size_t i = 0; i < sr; ++i)
+    if (win.out[i] > (int64_t{1} << 40))
+      return ctx.error(StatusCode::kInvalidArgument, "spatial dimension ", i, " = ", win.out[i], " is out of range");
   win.in.assign(sr, 0);
   win.pad_begin.assign(sr, 0);
   win.pad_end.assign(sr, 0);
@@ -643,13 +679,17 @@ Status kernel_ConvTranspose(OpContext& ctx) {
     ComputeOutput<C> out(y);
     C* yp = out.data();
     std::fill(yp, yp + n * m * pout, C(0));
-    std::vector<C> col(static_cast<size_t>(mg * kprod * pin));
+    const int64_t chunk = rows_per_chunk(mg * kprod, pin);
+    std::vector<C> col(static_cast<size_t>(mg * kprod * chunk));
     for (int64_t ni = 0; ni < n; ++ni) {
       for (int64_t g = 0; g < group; ++g) {
-        // col[(m, k), p] = sum_c W[c, m, k] * X[c, p]
-        gemm(&ctx, true, false, mg * kprod, pin, cg, C(1), wp + g * cg * mg * kprod, mg * kprod,
-             xp + (ni * c + g * cg) * pin, pin, C(0), col.data(), pin);
-        col2im<C>(&ctx, col.data(), win, mg, yp + (ni * m + g * mg) * pout);
+        for (int64_t p0 = 0; p0 < pin; p0 += chunk) {
+          const int64_t p1 = std::min(pin, p0 + chunk);
+          // col[(m, k), p] = sum_c W[c, m, k] * X[c, p] for input positions [p0, p1)
+          gemm(&ctx, true, false, mg * kprod, p1 - p0, cg, C(1), wp + g * cg * mg * kprod, mg * kprod,
+               xp + (ni * c + g * cg) * pin + p0, pin, C(0), col.data(), p1 - p0);
+          col2im<C>(&ctx, col.data(), win, mg, yp + (ni * m + g * mg) * pout, p0, p1);
+        }
       }
     }
     if (bp)
@@ -688,8 +728,8 @@ Status pool_shape(OpContext& ctx, const TensorView& x, PoolShape* s) {
   return check_numel(ctx, s->out_dims, "output");
 }
 
-// Visits every output position of one plane: fn(out_index, window element offsets...) is
-// replaced by two callbacks to keep it allocation-free: begin(o), elem(offset, col_offset), end(o).
+// Walks the windows of one plane: begin(o, out_coords) at each output position, then
+// elem(offset, column_major_offset) for each window element inside the input, then end(o).
 template <typename Begin, typename Elem, typename End>
 void for_each_window(const Window& w, Begin begin, Elem elem, End end) {
   const size_t r = w.rank();
@@ -1707,7 +1747,7 @@ Status kernel_Col2Im(OpContext& ctx) {
     ComputeOutput<C> out(y);
     std::fill(out.data(), out.data() + n * c * pimg, C(0));
     for (int64_t ni = 0; ni < n; ++ni)
-      col2im<C>(&ctx, xp + ni * c * kprod * blocks, w, c, out.data() + ni * c * pimg);
+      col2im<C>(&ctx, xp + ni * c * kprod * blocks, w, c, out.data() + ni * c * pimg, 0, blocks);
     out.finish();
   });
   return Status::ok();

@@ -1,7 +1,8 @@
 // Quantisation kernels (QuantizeLinear, DequantizeLinear, DynamicQuantizeLinear) and the
 // recurrent ops (RNN, GRU, LSTM). Quantisation follows the ONNX reference: x / scale in float,
-// round half to even, add the zero point, saturate; per-tensor, per-axis and (opset 21)
-// blocked scales share one element -> scale index map. The recurrent ops run one direction at
+// round half to even, add the zero point, saturate (float8 targets skip the integer rounding
+// and honour the `saturate` attribute); per-tensor, per-axis and (opset 21) blocked scales
+// share one element -> scale index map. The recurrent ops run one direction at
 // a time: the input projection X * W^T for every step is one GEMM, then each step multiplies
 // the previous hidden state by R^T and applies the gate equations; sequence_lens freezes a
 // batch entry after its last step (its Y rows stay zero).
@@ -25,6 +26,87 @@ std::string dims_str(const std::vector<int64_t>& d) {
 }
 
 bool is_float_dtype(DType t) { return visit_dtype<kFloatTypes>(t, [](auto) {}); }
+
+// ---- float8 (E4M3FN, E4M3FNUZ, E5M2, E5M2FNUZ) ----------------------------------------------
+
+bool is_float8(DType t) {
+  return t == DType::Float8E4M3FN || t == DType::Float8E4M3FNUZ || t == DType::Float8E5M2 ||
+         t == DType::Float8E5M2FNUZ;
+}
+
+// Decodes one float8 code. FNUZ types have no negative zero and one NaN (0x80); E4M3FN has no
+// infinities (S.1111.111 is NaN); E5M2 follows IEEE (exponent 31: infinity or NaN).
+float float8_to_float(DType t, uint8_t v) {
+  const bool e4 = t == DType::Float8E4M3FN || t == DType::Float8E4M3FNUZ;
+  const bool fnuz = t == DType::Float8E4M3FNUZ || t == DType::Float8E5M2FNUZ;
+  const int mbits = e4 ? 3 : 2, ebits = e4 ? 4 : 5;
+  const int bias = e4 ? (fnuz ? 8 : 7) : (fnuz ? 16 : 15);
+  if (fnuz && v == 0x80) return std::numeric_limits<float>::quiet_NaN();
+  const bool neg = (v & 0x80) != 0;
+  const int e = (v >> mbits) & ((1 << ebits) - 1), m = v & ((1 << mbits) - 1);
+  float f;
+  if (t == DType::Float8E4M3FN && e == 15 && m == 7) return std::numeric_limits<float>::quiet_NaN();
+  if (t == DType::Float8E5M2 && e == 31) {
+    if (m != 0) return std::numeric_limits<float>::quiet_NaN();
+    f = std::numeric_limits<float>::infinity();
+  } else if (e == 0) {
+    f = std::ldexp(static_cast<float>(m), 1 - bias - mbits);
+  } else {
+    f = std::ldexp(1.0f + static_cast<float>(m) / static_cast<float>(1 << mbits), e - bias);
+  }
+  return neg ? -f : f;
+}
+
+// Encodes with round-to-nearest-even; infinities and out-of-range values saturate to the
+// largest finite value when `saturate` is set, else become infinity (E5M2) or NaN (the others),
+// as the ONNX reference (onnx.helper float32_to_float8*) does.
+uint8_t float_to_float8(DType t, float x, bool saturate) {
+  // The positive finite codes in increasing order (codes grow with value for a fixed sign).
+  struct Table {
+    std::vector<float> value;
+    std::vector<uint8_t> code;
+  };
+  static const std::vector<Table> all = [] {
+    std::vector<Table> tabs(4);
+    const DType types[4] = {DType::Float8E4M3FN, DType::Float8E4M3FNUZ, DType::Float8E5M2, DType::Float8E5M2FNUZ};
+    for (int i = 0; i < 4; ++i)
+      for (int c = 0; c < 128; ++c) {
+        const float f = float8_to_float(types[i], static_cast<uint8_t>(c));
+        if (std::isfinite(f)) {
+          tabs[i].value.push_back(f);
+          tabs[i].code.push_back(static_cast<uint8_t>(c));
+        }
+      }
+    return tabs;
+  }();
+  const int which = t == DType::Float8E4M3FN ? 0 : t == DType::Float8E4M3FNUZ ? 1 : t == DType::Float8E5M2 ? 2 : 3;
+  const Table& tab = all[which];
+  const bool fnuz = which == 1 || which == 3;
+  const uint8_t sign = std::signbit(x) ? 0x80 : 0x00;
+  // NaN (and non-saturated overflow): FNUZ has the single code 0x80, the others S.1111111.
+  if (std::isnan(x)) return fnuz ? 0x80 : static_cast<uint8_t>(sign | 0x7f);
+  const float ax = std::fabs(x);
+  const float max = tab.value.back(), ulp = tab.value.back() - tab.value[tab.value.size() - 2];
+  if (std::isinf(x) || ax > max + ulp / 2) {
+    if (saturate) return static_cast<uint8_t>(sign | tab.code.back());
+    if (fnuz) return 0x80;
+    return static_cast<uint8_t>(sign | (which == 2 ? 0x7c : 0x7f));  // E5M2: infinity
+  }
+  size_t hi = static_cast<size_t>(std::lower_bound(tab.value.begin(), tab.value.end(), ax) - tab.value.begin());
+  uint8_t code;
+  if (hi >= tab.value.size()) {
+    code = tab.code.back();
+  } else if (hi == 0 || tab.value[hi] == ax) {
+    code = tab.code[hi];
+  } else {
+    const float dl = ax - tab.value[hi - 1], dh = tab.value[hi] - ax;
+    if (dl < dh) code = tab.code[hi - 1];
+    else if (dh < dl) code = tab.code[hi];
+    else code = (tab.code[hi - 1] & 1) == 0 ? tab.code[hi - 1] : tab.code[hi];
+  }
+  if (fnuz && code == 0) return 0;  // no negative zero
+  return static_cast<uint8_t>(sign | code);
+}
 
 // Integer range of a quantised dtype; false for dtypes QuantizeLinear cannot produce here.
 bool quant_range(DType t, double* lo, double* hi) {
@@ -140,8 +222,10 @@ Status kernel_QuantizeLinear(OpContext& ctx) {
     out_t = *t;
   }
   double qmin = 0, qmax = 0;
-  if (!quant_range(out_t, &qmin, &qmax))
+  const bool f8 = is_float8(out_t);
+  if (!f8 && !quant_range(out_t, &qmin, &qmax))
     return ctx.error(StatusCode::kUnsupported, "quantising to ", dtype_name(out_t), " is not supported");
+  const bool saturate = ctx.attrs().get_int("saturate", 1) != 0;
   QuantMap map;
   CUVIL_RETURN_IF_ERROR(quant_map(ctx, *x, *scale, zp, &map));
   TensorView* y = nullptr;
@@ -154,6 +238,16 @@ Status kernel_QuantizeLinear(OpContext& ctx) {
   std::vector<double> xd;
   const double* xdp = wide ? compute_data<double>(*x, &xd) : nullptr;
   const float* xp = wide ? nullptr : compute_data<float>(*x, &xbuf);
+  if (f8) {  // float8: no rounding to an integer grid, just the cast (ONNX QuantizeLinear-19)
+    uint8_t* yp = static_cast<uint8_t*>(y->data);
+    for (int64_t i = 0; i < n; ++i) {
+      const int64_t si = map(i);
+      const float z = zp ? float8_to_float(out_t, static_cast<const uint8_t*>(zp->data)[si]) : 0.0f;
+      const float v = (wide ? static_cast<float>(xdp[i] / static_cast<double>(sp[si])) : xp[i] / sp[si]) + z;
+      yp[i] = float_to_float8(out_t, v, saturate);
+    }
+    return Status::ok();
+  }
   for (int64_t i = 0; i < n; ++i) {
     const int64_t si = map(i);
     const double q = wide ? std::nearbyint(xdp[i] / static_cast<double>(sp[si]))
@@ -172,8 +266,13 @@ Status kernel_DequantizeLinear(OpContext& ctx) {
   const TensorView* zp = ctx.input(2);
   if (!x || !scale) return ctx.error(StatusCode::kInvalidArgument, "expects inputs x and x_scale");
   double lo, hi;
-  if (!quant_range(x->dtype, &lo, &hi))
+  const bool f8 = is_float8(x->dtype);
+  if (!f8 && !quant_range(x->dtype, &lo, &hi))
     return ctx.error(StatusCode::kUnsupported, "dequantising ", dtype_name(x->dtype), " is not supported");
+  auto load = [&](const TensorView& t, int64_t i) {
+    return f8 ? static_cast<double>(float8_to_float(t.dtype, static_cast<const uint8_t*>(t.data)[i]))
+              : static_cast<double>(load_quant(t, i));
+  };
   if (!is_float_dtype(scale->dtype))
     return ctx.error(StatusCode::kInvalidArgument, "x_scale must be a float tensor, got ", dtype_name(scale->dtype));
   if (zp && zp->dtype != x->dtype)
@@ -192,8 +291,8 @@ Status kernel_DequantizeLinear(OpContext& ctx) {
     ComputeOutput<C> out(y);
     for (int64_t i = 0; i < n; ++i) {
       const int64_t si = map(i);
-      const C z = zp ? static_cast<C>(load_quant(*zp, si)) : C(0);
-      out.data()[i] = (static_cast<C>(load_quant(*x, i)) - z) * sp[si];
+      const C z = zp ? static_cast<C>(load(*zp, si)) : C(0);
+      out.data()[i] = (static_cast<C>(load(*x, i)) - z) * sp[si];
     }
     out.finish();
   });

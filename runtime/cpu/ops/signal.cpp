@@ -1,7 +1,8 @@
 // Signal-processing and loss kernels: DFT, STFT, the Hann/Hamming/Blackman windows,
 // MelWeightMatrix, NegativeLogLikelihoodLoss, SoftmaxCrossEntropyLoss and NonMaxSuppression.
-// Transforms run in double through a mixed-radix FFT (smallest prime factor first, a direct
-// sum for prime lengths), so any length works and powers of two are fast.
+// Transforms run in double through a mixed-radix FFT (smallest prime factor first), with
+// Bluestein's algorithm for lengths that have a large prime factor, so every length costs
+// O(n log n).
 #include <algorithm>
 #include <cmath>
 #include <complex>
@@ -26,7 +27,7 @@ std::string dims_str(const std::vector<int64_t>& d) {
 bool is_float_dtype(DType t) { return visit_dtype<kFloatTypes>(t, [](auto) {}); }
 
 // Largest transform length accepted (the output and the scratch stay far below memory caps).
-constexpr int64_t kMaxDftLength = int64_t{1} << 26;
+constexpr int64_t kMaxDftLength = int64_t{1} << 22;
 
 // Discrete Fourier transform of x (length n, stride xs) into y, with tw[t] = exp(sign 2 pi i t / N)
 // and N / n = tw_step.
@@ -63,22 +64,73 @@ void fft_rec(const cd* x, int64_t xs, cd* y, int64_t n, const std::vector<cd>& t
   std::copy(scratch.begin(), scratch.begin() + n, y);
 }
 
-// In-place-style transform of one line: out[k] for k < out_len.
+// n-point transform of one line. Lengths whose prime factors are all small use the mixed-radix
+// recursion directly; others (large primes would make it quadratic) go through Bluestein's
+// chirp-z identity jk = (j^2 + k^2 - (k - j)^2) / 2, a convolution done with power-of-two FFTs.
 class Dft {
  public:
-  Dft(int64_t n, bool inverse) : n_(n), tw_(static_cast<size_t>(n)), buf_(static_cast<size_t>(n)), scratch_(static_cast<size_t>(n)) {
+  Dft(int64_t n, bool inverse) : n_(n) {
     const double sign = inverse ? 1.0 : -1.0;
-    for (int64_t t = 0; t < n; ++t) tw_[t] = std::polar(1.0, sign * 2.0 * kPi * static_cast<double>(t) / static_cast<double>(n));
+    if (largest_prime_factor(n) <= kDirectPrime) {
+      tw_ = twiddles(n, sign);
+      scratch_.resize(static_cast<size_t>(n));
+      return;
+    }
+    bluestein_ = true;
+    m_ = 1;
+    while (m_ < 2 * n - 1) m_ *= 2;
+    tw_ = twiddles(m_, -1.0);
+    itw_ = twiddles(m_, 1.0);
+    scratch_.resize(static_cast<size_t>(m_));
+    chirp_.resize(static_cast<size_t>(n));
+    for (int64_t t = 0; t < n; ++t) {
+      const int64_t q = (t * t) % (2 * n);  // keeps the angle exact for long transforms
+      chirp_[t] = std::polar(1.0, sign * kPi * static_cast<double>(q) / static_cast<double>(n));
+    }
+    std::vector<cd> d(static_cast<size_t>(m_), cd(0));
+    for (int64_t t = 0; t < n; ++t) {
+      d[t] = std::conj(chirp_[t]);
+      if (t > 0) d[m_ - t] = std::conj(chirp_[t]);
+    }
+    dhat_.resize(static_cast<size_t>(m_));
+    fft_rec(d.data(), 1, dhat_.data(), m_, tw_, 1, scratch_);
   }
-  // in: n complex samples; out: receives the n-point transform.
+
   void run(const std::vector<cd>& in, std::vector<cd>* out) {
     out->resize(static_cast<size_t>(n_));
-    fft_rec(in.data(), 1, out->data(), n_, tw_, 1, scratch_);
+    if (!bluestein_) {
+      fft_rec(in.data(), 1, out->data(), n_, tw_, 1, scratch_);
+      return;
+    }
+    std::vector<cd> a(static_cast<size_t>(m_), cd(0)), ah(static_cast<size_t>(m_)), conv(static_cast<size_t>(m_));
+    for (int64_t j = 0; j < n_; ++j) a[j] = in[j] * chirp_[j];
+    fft_rec(a.data(), 1, ah.data(), m_, tw_, 1, scratch_);
+    for (int64_t i = 0; i < m_; ++i) ah[i] *= dhat_[i];
+    fft_rec(ah.data(), 1, conv.data(), m_, itw_, 1, scratch_);
+    for (int64_t k = 0; k < n_; ++k) (*out)[k] = chirp_[k] * conv[k] / static_cast<double>(m_);
   }
 
  private:
-  int64_t n_;
-  std::vector<cd> tw_, buf_, scratch_;
+  static constexpr int64_t kDirectPrime = 64;
+  static int64_t largest_prime_factor(int64_t n) {
+    int64_t best = 1;
+    for (int64_t f = 2; f * f <= n; ++f)
+      while (n % f == 0) {
+        best = f;
+        n /= f;
+      }
+    return std::max(best, n);
+  }
+  static std::vector<cd> twiddles(int64_t n, double sign) {
+    std::vector<cd> tw(static_cast<size_t>(n));
+    for (int64_t t = 0; t < n; ++t)
+      tw[t] = std::polar(1.0, sign * 2.0 * kPi * static_cast<double>(t) / static_cast<double>(n));
+    return tw;
+  }
+
+  int64_t n_, m_ = 0;
+  bool bluestein_ = false;
+  std::vector<cd> tw_, itw_, scratch_, chirp_, dhat_;
 };
 
 Status read_int_scalar(OpContext& ctx, const TensorView* t, const char* what, int64_t* out) {
