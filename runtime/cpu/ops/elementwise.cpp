@@ -885,8 +885,11 @@ Status kernel_PRelu(OpContext& ctx) {
 namespace {
 // NaN propagates; on ties (+0 vs -0) the first operand wins, as numpy's maximum/minimum (the
 // fused tile kernels agree bitwise).
-auto max_fn = [](auto a, auto b) { return is_nan_value(a) || a >= b ? a : b; };
-auto min_fn = [](auto a, auto b) { return is_nan_value(a) || a <= b ? a : b; };
+// NaN propagates; on a tie (0 vs -0) the second operand wins, as in the tile interpreter. The
+// strict comparison is the IEEE-exact maxss/minss pattern, so the compiler cannot pick the
+// other operand on ties (with `>=` GCC may emit maxss with either operand order).
+auto max_fn = [](auto a, auto b) { return is_nan_value(a) || a > b ? a : b; };
+auto min_fn = [](auto a, auto b) { return is_nan_value(a) || a < b ? a : b; };
 }  // namespace
 
 Status kernel_Max(OpContext& ctx) { return variadic_op<kNumericTypes>(ctx, max_fn, false); }
