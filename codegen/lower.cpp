@@ -44,8 +44,10 @@ class Lowerer {
   LoweredModel run() {
     check_supported();
     collect_input_symbols();
-    make_tensors();
-    group_nodes();
+    make_input_tensors();
+    lower_graph(graph_);
+    make_output_tensors();
+    fill_loop_scopes();
     plan_and_emit();
     out_.program.weights_size = out_.weights.size();
     return std::move(out_);
@@ -53,16 +55,25 @@ class Lowerer {
 
  private:
   // ---- checks ----
-  void check_supported() {
-    std::map<std::string, std::vector<std::string>> missing;
-    for (const Node& n : graph_.nodes) {
+  // Every op of the graph and its subgraphs needs a whole-tensor kernel, a tile form or (If,
+  // Loop, Scan) a program-level lowering.
+  void collect_unsupported(const Graph& g, std::map<std::string, std::vector<std::string>>& missing) {
+    for (const Node& n : g.nodes) {
       if (op_flags(n.op) & kControlFlow) {
-        missing["control flow " + n.op_type].push_back(n.name);
+        if (n.op == OpKind::Scan && n.opset < 9)
+          missing["Scan-8 (batch axis and sequence_lens)"].push_back(n.name);
+        for (const auto& [key, a] : n.attrs)
+          if (a.kind == Attribute::Kind::Graph && a.g) collect_unsupported(*a.g, missing);
         continue;
       }
       if (!rt::find_op_kernel(n.domain, n.op_type))
         missing[(n.domain.empty() ? "" : n.domain + "::") + n.op_type].push_back(n.name);
     }
+  }
+
+  void check_supported() {
+    std::map<std::string, std::vector<std::string>> missing;
+    collect_unsupported(graph_, missing);
     if (missing.empty()) return;
     std::ostringstream os;
     os << "the CPU code generator has no kernel for " << missing.size() << " op(s):";
@@ -175,34 +186,61 @@ class Lowerer {
   }
 
   // ---- tensors ----
-  uint32_t add_tensor(const Value& v, rt::TensorKind kind, const Shape& shape) {
+  uint32_t add_tensor(const std::string& name, DType dtype, rt::TensorKind kind, const Shape& shape) {
     rt::TensorDesc t;
-    t.name = v.name;
+    t.name = name;
     t.kind = kind;
-    t.dtype = v.dtype;
+    t.dtype = dtype;
     for (const Dim& d : shape) t.dims.push_back(expr(*d));
     uint32_t id = static_cast<uint32_t>(out_.program.tensors.size());
     out_.program.tensors.push_back(t);
     shapes_.push_back(shape);
+    tensor_loops_.push_back(loop_stack_);
     return id;
   }
+  uint32_t add_tensor(const Value& v, rt::TensorKind kind, const Shape& shape) {
+    return add_tensor(v.name, v.dtype, kind, shape);
+  }
 
-  void make_tensors() {
-    std::set<ValueId> used;
-    for (const Node& n : graph_.nodes)
-      for (ValueId in : n.inputs)
-        if (in != kNoValue) used.insert(in);
-    for (ValueId o : graph_.outputs) used.insert(o);
+  // The tensor of value `id` of graph `g`; captures resolve to the enclosing graph's tensor.
+  uint32_t tensor(const Graph& g, ValueId id) const {
+    auto it = tensor_of_.find({&g, id});
+    if (it != tensor_of_.end()) return it->second;
+    const Value& v = g.value(id);
+    CUVIL_ASSERT(v.outer != kNoValue && g.parent, "value '" << v.name << "' has no tensor");
+    return tensor(*g.parent, v.outer);
+  }
+  const Shape& shape_of(const Graph& g, ValueId id) const { return shapes_[tensor(g, id)]; }
 
+  // Values of `g` read by its subgraphs (captures of the subgraphs of its nodes).
+  static std::set<ValueId> captured(const Graph& g) {
+    std::set<ValueId> out;
+    for (const Node& n : g.nodes)
+      for (const auto& [key, a] : n.attrs)
+        if (a.kind == Attribute::Kind::Graph && a.g)
+          for (ValueId c : a.g->captures) out.insert(a.g->value(c).outer);
+    return out;
+  }
+
+  void make_input_tensors() {
     for (size_t i = 0; i < graph_.inputs.size(); ++i) {
       const Value& v = graph_.value(graph_.inputs[i]);
       uint32_t t = add_tensor(v, rt::TensorKind::kInput, complete_shape(v));
       out_.program.tensors[t].io_index = static_cast<uint32_t>(i);
       out_.program.inputs.push_back(t);
-      tensor_of_[graph_.inputs[i]] = t;
+      tensor_of_[{&graph_, graph_.inputs[i]}] = t;
     }
-    for (ValueId id = 0; id < static_cast<ValueId>(graph_.values.size()); ++id) {
-      const Value& v = graph_.value(id);
+  }
+
+  // Weights and node outputs of `g` (its inputs are mapped by the caller).
+  void make_graph_tensors(const Graph& g) {
+    std::set<ValueId> used = captured(g);
+    for (const Node& n : g.nodes)
+      for (ValueId in : n.inputs)
+        if (in != kNoValue) used.insert(in);
+    for (ValueId o : g.outputs) used.insert(o);
+    for (ValueId id = 0; id < static_cast<ValueId>(g.values.size()); ++id) {
+      const Value& v = g.value(id);
       if (!v.is_initializer || !used.count(id)) continue;
       Shape s;
       for (int64_t d : v.data->dims) s.emplace_back(DimExpr(d));
@@ -211,27 +249,31 @@ class Lowerer {
       out_.program.tensors[t].weight_offset = out_.weights.size();
       out_.program.tensors[t].weight_size = v.data->bytes.size();
       out_.weights.insert(out_.weights.end(), v.data->bytes.begin(), v.data->bytes.end());
-      tensor_of_[id] = t;
+      tensor_of_[{&g, id}] = t;
     }
-    std::set<ValueId> outputs(graph_.outputs.begin(), graph_.outputs.end());
-    for (const Node& n : graph_.nodes)
+    const bool top = &g == &graph_;
+    std::set<ValueId> outputs(g.outputs.begin(), g.outputs.end());
+    for (const Node& n : g.nodes)
       for (ValueId o : n.outputs) {
         if (o == kNoValue) continue;
-        const Value& v = graph_.value(o);
-        bool is_out = outputs.count(o) != 0;
-        tensor_of_[o] = add_tensor(v, is_out ? rt::TensorKind::kOutput : rt::TensorKind::kIntermediate,
-                                   complete_shape(v));
+        const Value& v = g.value(o);
+        bool is_out = top && outputs.count(o) != 0;
+        tensor_of_[{&g, o}] = add_tensor(v, is_out ? rt::TensorKind::kOutput : rt::TensorKind::kIntermediate,
+                                         complete_shape(v));
       }
-    // Graph outputs: produced by a node, or copies of inputs/weights.
+  }
+
+  // Graph outputs: produced by a node, or copies of inputs/weights.
+  void make_output_tensors() {
     for (size_t i = 0; i < graph_.outputs.size(); ++i) {
       ValueId o = graph_.outputs[i];
       const Value& v = graph_.value(o);
       uint32_t t;
       if (v.producer >= 0) {
-        t = tensor_of_.at(o);
+        t = tensor(graph_, o);
       } else {
         t = add_tensor(v, rt::TensorKind::kOutput, complete_shape(v));
-        output_copies_.emplace_back(t, tensor_of_.at(o));
+        output_copies_.emplace_back(t, tensor(graph_, o));
       }
       out_.program.tensors[t].io_index = static_cast<uint32_t>(i);
       out_.program.outputs.push_back(t);
@@ -240,12 +282,15 @@ class Lowerer {
 
   // ---- fusion into tile kernels ----
   struct Group {
+    const Graph* graph = nullptr;
     std::vector<size_t> nodes;  // in topological order
     ValueId output = kNoValue;
     Shape domain;
   };
 
-  bool is_f32(ValueId id) const { return id != kNoValue && graph_.value(id).dtype == DType::Float; }
+  static bool is_f32(const Graph& g, ValueId id) {
+    return id != kNoValue && g.value(id).dtype == DType::Float;
+  }
 
   // Can input `in` (shape s) be read through an affine map over `domain`?
   bool broadcastable(const Shape& s, const Shape& domain) const {
@@ -259,14 +304,14 @@ class Lowerer {
     return true;
   }
 
-  bool fusible(const Node& n) const {
-    if (n.outputs.size() != 1 || !is_f32(n.outputs[0])) return false;
+  bool fusible(const Graph& g, const Node& n) const {
+    if (n.outputs.size() != 1 || !is_f32(g, n.outputs[0])) return false;
     const bool unary = tile_unary(n.op_type).has_value();
     const bool binary = tile_binary(n.op_type).has_value() && n.inputs.size() == 2;
     const bool clip = n.op_type == "Clip";
     if (!unary && !binary && !clip) return false;
     if (n.op_type == "Identity" && n.inputs.size() != 1) return false;
-    const Shape& domain = shapes_[tensor_of_.at(n.outputs[0])];
+    const Shape& domain = shape_of(g, n.outputs[0]);
     // A kernel's domain is evaluated before it runs, so it must not wait on data.
     if (mentions_data_dependent(domain)) return false;
     if (clip) {
@@ -274,40 +319,42 @@ class Lowerer {
       for (size_t i = 1; i < n.inputs.size(); ++i) {
         ValueId b = n.inputs[i];
         if (b == kNoValue) continue;
-        const Value& v = graph_.value(b);
+        const Value& v = g.value(b);
         if (!v.data || v.data->dtype != DType::Float || v.data->numel() != 1) return false;
       }
-      return is_f32(n.inputs[0]) && broadcastable(shapes_[tensor_of_.at(n.inputs[0])], domain);
+      return is_f32(g, n.inputs[0]) && broadcastable(shape_of(g, n.inputs[0]), domain);
     }
     for (ValueId in : n.inputs) {
-      if (!is_f32(in)) return false;
-      if (!broadcastable(shapes_[tensor_of_.at(in)], domain)) return false;
+      if (!is_f32(g, in)) return false;
+      if (!broadcastable(shape_of(g, in), domain)) return false;
     }
     return true;
   }
 
-  void group_nodes() {
+  // Groups fusible chains of `g`; returns the group index per node (-1: not fused).
+  std::vector<int> group_nodes(const Graph& g) {
     std::map<ValueId, int> consumers;
-    for (const Node& n : graph_.nodes)
+    for (const Node& n : g.nodes)
       for (ValueId in : n.inputs)
         if (in != kNoValue) consumers[in]++;
-    for (ValueId o : graph_.outputs) consumers[o] += 2;  // never internal
+    for (ValueId o : g.outputs) consumers[o] += 2;  // never internal
+    for (ValueId c : captured(g)) consumers[c] += 2;  // read by a subgraph: must be stored
     std::map<ValueId, int> group_of_value;  // group output value -> group index
-    group_of_node_.assign(graph_.nodes.size(), -1);
-    for (size_t i = 0; i < graph_.nodes.size(); ++i) {
-      const Node& n = graph_.nodes[i];
-      if (!opt_.fuse_elementwise || !fusible(n)) continue;
-      const Shape& domain = shapes_[tensor_of_.at(n.outputs[0])];
+    std::vector<int> group_of_node(g.nodes.size(), -1);
+    for (size_t i = 0; i < g.nodes.size(); ++i) {
+      const Node& n = g.nodes[i];
+      if (!opt_.fuse_elementwise || !fusible(g, n)) continue;
+      const Shape& domain = shape_of(g, n.outputs[0]);
       int join = -1;
       for (ValueId in : n.inputs) {
         auto it = group_of_value.find(in);
         if (it == group_of_value.end() || consumers[in] != 1) continue;
-        Group& g = groups_[it->second];
-        if (g.output != in || g.domain.size() != domain.size()) continue;
+        Group& grp = groups_[it->second];
+        if (grp.output != in || grp.domain.size() != domain.size()) continue;
         bool same = true;
         for (size_t k = 0; k < domain.size(); ++k)
-          same = same && sym::prove_equal(*g.domain[k], *domain[k], model_.ranges);
-        if (same && g.nodes.size() < 12) {  // keeps live registers <= 16
+          same = same && sym::prove_equal(*grp.domain[k], *domain[k], model_.ranges);
+        if (same && grp.nodes.size() < 12) {  // keeps live registers <= 16
           join = it->second;
           break;
         }
@@ -315,6 +362,7 @@ class Lowerer {
       if (join < 0) {
         groups_.push_back(Group{});
         join = static_cast<int>(groups_.size()) - 1;
+        groups_[join].graph = &g;
         groups_[join].domain = domain;
       } else {
         group_of_value.erase(groups_[join].output);
@@ -322,22 +370,24 @@ class Lowerer {
       groups_[join].nodes.push_back(i);
       groups_[join].output = n.outputs[0];
       group_of_value[n.outputs[0]] = join;
-      group_of_node_[i] = join;
+      group_of_node[i] = join;
     }
+    return group_of_node;
   }
 
   // Builds the tile kernel of a group; returns its index.
-  uint32_t emit_kernel(const Group& g) {
+  uint32_t emit_kernel(const Group& grp) {
+    const Graph& g = *grp.graph;
     rt::TileKernel k;
-    const Node& last = graph_.nodes[g.nodes.back()];
+    const Node& last = g.nodes[grp.nodes.back()];
     k.name = last.name;
-    for (const Dim& d : g.domain) k.domain.push_back(expr(*d));
+    for (const Dim& d : grp.domain) k.domain.push_back(expr(*d));
     // Registers are reused once the value they hold has no further use in the body.
     std::map<ValueId, int> uses;
-    for (size_t ni : g.nodes)
-      for (ValueId in : graph_.nodes[ni].inputs)
+    for (size_t ni : grp.nodes)
+      for (ValueId in : g.nodes[ni].inputs)
         if (in != kNoValue) uses[in]++;
-    uses[g.output]++;  // the final store
+    uses[grp.output]++;  // the final store
     std::map<ValueId, uint32_t> reg_of;
     std::vector<uint32_t> free_regs;
     uint32_t next_reg = 0;
@@ -357,16 +407,16 @@ class Lowerer {
         reg_of.erase(it);
       }
     };
-    auto map_for = [&](uint32_t tensor) -> uint32_t {
-      const Shape& s = shapes_[tensor];
+    auto map_for = [&](uint32_t tensor_id) -> uint32_t {
+      const Shape& s = shapes_[tensor_id];
       rt::AccessMap m;
-      m.tensor = tensor;
+      m.tensor = tensor_id;
       m.offset = expr(DimExpr(0));
-      std::vector<DimExpr> strides(g.domain.size(), DimExpr(0));
+      std::vector<DimExpr> strides(grp.domain.size(), DimExpr(0));
       DimExpr stride(1);
       for (size_t kk = s.size(); kk-- > 0;) {
-        size_t dk = kk + g.domain.size() - s.size();
-        bool bcast = s[kk]->constant() == 1 && g.domain[dk]->constant() != 1;
+        size_t dk = kk + grp.domain.size() - s.size();
+        bool bcast = s[kk]->constant() == 1 && grp.domain[dk]->constant() != 1;
         strides[dk] = bcast ? DimExpr(0) : stride;
         stride = stride * *s[kk];
       }
@@ -378,19 +428,19 @@ class Lowerer {
       auto it = reg_of.find(in);
       if (it != reg_of.end()) return it->second;
       uint32_t r = new_reg();
-      const Value& v = graph_.value(in);
+      const Value& v = g.value(in);
       if (v.data && v.data->dtype == DType::Float && v.data->numel() == 1) {
         k.body.insert(k.body.end(), {static_cast<uint32_t>(rt::TileOpcode::Const), r,
                                      float_bits(static_cast<float>(v.data->float_at(0)))});
       } else {
-        uint32_t m = map_for(tensor_of_.at(in));
+        uint32_t m = map_for(tensor(g, in));
         k.body.insert(k.body.end(), {static_cast<uint32_t>(rt::TileOpcode::Load), r, m});
       }
       reg_of[in] = r;
       return r;
     };
-    for (size_t ni : g.nodes) {
-      const Node& n = graph_.nodes[ni];
+    for (size_t ni : grp.nodes) {
+      const Node& n = g.nodes[ni];
       std::vector<uint32_t> ops;
       if (n.op_type == "Clip") {
         ops.push_back(operand(n.inputs[0]));
@@ -404,8 +454,8 @@ class Lowerer {
       uint32_t r = new_reg();
       if (n.op_type == "Clip") {
         float lo = -INFINITY, hi = INFINITY;
-        if (n.input(1) != kNoValue) lo = static_cast<float>(graph_.value(n.inputs[1]).data->float_at(0));
-        if (n.input(2) != kNoValue) hi = static_cast<float>(graph_.value(n.inputs[2]).data->float_at(0));
+        if (n.input(1) != kNoValue) lo = static_cast<float>(g.value(n.inputs[1]).data->float_at(0));
+        if (n.input(2) != kNoValue) hi = static_cast<float>(g.value(n.inputs[2]).data->float_at(0));
         k.body.insert(k.body.end(), {static_cast<uint32_t>(rt::TileOpcode::Clip), r, ops[0], float_bits(lo), float_bits(hi)});
       } else if (auto u = tile_unary(n.op_type)) {
         k.body.insert(k.body.end(), {static_cast<uint32_t>(rt::TileOpcode::Unary), static_cast<uint32_t>(*u), r, ops[0]});
@@ -415,22 +465,22 @@ class Lowerer {
       }
       reg_of[n.outputs[0]] = r;
     }
-    uint32_t out_map = map_for(tensor_of_.at(g.output));
-    k.body.insert(k.body.end(), {static_cast<uint32_t>(rt::TileOpcode::Store), out_map, reg_of.at(g.output)});
+    uint32_t out_map = map_for(tensor(g, grp.output));
+    k.body.insert(k.body.end(), {static_cast<uint32_t>(rt::TileOpcode::Store), out_map, reg_of.at(grp.output)});
     k.registers = next_reg;
     CUVIL_ASSERT(k.registers <= 16, "tile kernel needs " << k.registers << " registers");
     out_.program.kernels.push_back(std::move(k));
     return static_cast<uint32_t>(out_.program.kernels.size()) - 1;
   }
 
-  rt::NodeRecord node_record(const Node& n) {
+  rt::NodeRecord node_record(const Graph& g, const Node& n) {
     rt::NodeRecord r;
     r.op_type = n.op_type;
     r.domain = n.domain;
     r.name = n.name;
     r.opset = n.opset;
-    for (ValueId in : n.inputs) r.inputs.push_back(in == kNoValue ? kNone : tensor_of_.at(in));
-    for (ValueId o : n.outputs) r.outputs.push_back(o == kNoValue ? kNone : tensor_of_.at(o));
+    for (ValueId in : n.inputs) r.inputs.push_back(in == kNoValue ? kNone : tensor(g, in));
+    for (ValueId o : n.outputs) r.outputs.push_back(o == kNoValue ? kNone : tensor(g, o));
     for (const auto& [key, a] : n.attrs) {
       rt::AttrValue v;
       v.name = key;
@@ -455,45 +505,304 @@ class Lowerer {
     return r;
   }
 
-  // ---- steps, memory plan and code ----
-  void plan_and_emit() {
-    struct Step {
-      bool kernel;
-      size_t index;  // node index or group index
-    };
-    std::vector<Step> steps;
-    for (size_t i = 0; i < graph_.nodes.size(); ++i) {
-      int g = group_of_node_[i];
-      if (g < 0) steps.push_back({false, i});
-      else if (groups_[g].nodes.back() == i) steps.push_back({true, static_cast<size_t>(g)});
-    }
-    // Which tensors each step reads and writes (internal fused values are never stored).
-    std::vector<std::vector<uint32_t>> reads(steps.size()), writes(steps.size());
-    for (size_t s = 0; s < steps.size(); ++s) {
-      if (!steps[s].kernel) {
-        const Node& n = graph_.nodes[steps[s].index];
-        for (ValueId in : n.inputs)
-          if (in != kNoValue) reads[s].push_back(tensor_of_.at(in));
-        for (ValueId o : n.outputs)
-          if (o != kNoValue) writes[s].push_back(tensor_of_.at(o));
-      } else {
-        const Group& g = groups_[steps[s].index];
+  // ---- steps: the program in order, before encoding ----
+  // A step is a whole-tensor call, a tile kernel, a program-level instruction (whose jump
+  // operand holds a label id until encoding) or a label. Reads and writes drive liveness.
+  struct Step {
+    enum class Kind { kCall, kKernel, kInsn, kLabel } kind = Kind::kCall;
+    const Graph* graph = nullptr;
+    size_t index = 0;  // kCall: node index in graph; kKernel: group index; kLabel: label id
+    rt::Opcode op = rt::Opcode::End;
+    std::vector<uint32_t> operands;
+    int jump = -1;  // kInsn: operand that is a label id
+    std::vector<uint32_t> reads, writes;
+  };
+
+  int new_label() { return labels_++; }
+  void add_label(int label) {
+    Step s;
+    s.kind = Step::Kind::kLabel;
+    s.index = static_cast<size_t>(label);
+    steps_.push_back(std::move(s));
+  }
+  size_t add_insn(rt::Opcode op, std::vector<uint32_t> operands, int jump,
+                  std::vector<uint32_t> reads, std::vector<uint32_t> writes) {
+    Step s;
+    s.kind = Step::Kind::kInsn;
+    s.op = op;
+    s.operands = std::move(operands);
+    s.jump = jump;
+    for (uint32_t t : reads)
+      if (t != kNone) s.reads.push_back(t);
+    for (uint32_t t : writes)
+      if (t != kNone) s.writes.push_back(t);
+    steps_.push_back(std::move(s));
+    return steps_.size() - 1;
+  }
+
+  // Lowers the nodes of `g` (and, recursively, of its control flow) into steps.
+  void lower_graph(const Graph& g) {
+    make_graph_tensors(g);
+    const std::vector<int> group_of_node = group_nodes(g);
+    for (size_t i = 0; i < g.nodes.size(); ++i) {
+      const Node& n = g.nodes[i];
+      const int gi = group_of_node[i];
+      if (gi >= 0) {
+        if (groups_[gi].nodes.back() != i) continue;
+        Step s;
+        s.kind = Step::Kind::kKernel;
+        s.graph = &g;
+        s.index = static_cast<size_t>(gi);
+        const Group& grp = groups_[gi];
         std::set<ValueId> internal;
-        for (size_t ni : g.nodes) internal.insert(graph_.nodes[ni].outputs[0]);
-        for (size_t ni : g.nodes)
-          for (ValueId in : graph_.nodes[ni].inputs)
-            if (in != kNoValue && !internal.count(in)) reads[s].push_back(tensor_of_.at(in));
-        writes[s].push_back(tensor_of_.at(g.output));
+        for (size_t ni : grp.nodes) internal.insert(g.nodes[ni].outputs[0]);
+        for (size_t ni : grp.nodes)
+          for (ValueId in : g.nodes[ni].inputs)
+            if (in != kNoValue && !internal.count(in)) s.reads.push_back(tensor(g, in));
+        s.writes.push_back(tensor(g, grp.output));
+        steps_.push_back(std::move(s));
+        continue;
+      }
+      if (n.op == OpKind::If) {
+        lower_if(g, n);
+      } else if (n.op == OpKind::Loop || n.op == OpKind::Scan) {
+        lower_loop(g, n);
+      } else {
+        Step s;
+        s.kind = Step::Kind::kCall;
+        s.graph = &g;
+        s.index = i;
+        for (ValueId in : n.inputs)
+          if (in != kNoValue) s.reads.push_back(tensor(g, in));
+        for (ValueId o : n.outputs)
+          if (o != kNoValue) s.writes.push_back(tensor(g, o));
+        steps_.push_back(std::move(s));
       }
     }
-    std::map<uint32_t, std::pair<int, int>> life;  // tensor -> (def, last use)
-    for (size_t s = 0; s < steps.size(); ++s) {
-      for (uint32_t t : writes[s]) life[t] = {static_cast<int>(s), static_cast<int>(s)};
-      for (uint32_t t : reads[s]) {
-        auto it = life.find(t);
-        if (it != life.end()) it->second.second = static_cast<int>(s);
+  }
+
+  static const Graph& subgraph(const Node& n, const char* key) {
+    const Attribute* a = n.attr(key);
+    if (!a || a->kind != Attribute::Kind::Graph || !a->g)
+      fail(ExitCode::kInvalidModel, n.op_type, " node '", n.name, "' has no graph attribute '", key, "'");
+    return *a->g;
+  }
+
+  // If: JumpIfFalse cond, else; <then>; copies; Jump end; else: <else>; copies; end:
+  void lower_if(const Graph& g, const Node& n) {
+    const uint32_t cond = tensor(g, n.inputs[0]);
+    const int l_else = new_label(), l_end = new_label();
+    add_insn(rt::Opcode::JumpIfFalse, {cond, static_cast<uint32_t>(l_else)}, 1, {cond}, {});
+    bool first = true;
+    for (const char* key : {"then_branch", "else_branch"}) {
+      const Graph& branch = subgraph(n, key);
+      if (branch.outputs.size() != n.outputs.size())
+        fail(ExitCode::kInvalidModel, "If node '", n.name, "': ", key, " has ", branch.outputs.size(),
+             " outputs, the node ", n.outputs.size());
+      lower_graph(branch);
+      for (size_t i = 0; i < n.outputs.size(); ++i) {
+        if (n.outputs[i] == kNoValue) continue;
+        const uint32_t dst = tensor(g, n.outputs[i]), src = tensor(branch, branch.outputs[i]);
+        check_copy(n, dst, src);
+        add_insn(rt::Opcode::Copy, {dst, src}, -1, {src}, {dst});
+      }
+      if (first) add_insn(rt::Opcode::Jump, {static_cast<uint32_t>(l_end)}, 0, {}, {});
+      else add_label(l_end);
+      if (first) add_label(l_else);
+      first = false;
+    }
+  }
+
+  void check_copy(const Node& n, uint32_t dst, uint32_t src) const {
+    const rt::TensorDesc& a = out_.program.tensors[dst];
+    const rt::TensorDesc& b = out_.program.tensors[src];
+    if (a.dtype != b.dtype || a.dims.size() != b.dims.size())
+      fail(ExitCode::kUnsupported, n.op_type, " node '", n.name, "': '", b.name, "' (", dtype_name(b.dtype),
+           ", rank ", b.dims.size(), ") does not have the dtype and rank of '", a.name, "' (",
+           dtype_name(a.dtype), ", rank ", a.dims.size(), ")");
+  }
+
+  // Loop and Scan: LoopInit; head: LoopTest exit; <body>; LoopNext head; exit: LoopExit.
+  void lower_loop(const Graph& g, const Node& n) {
+    const Graph& body = subgraph(n, "body");
+    const bool scan = n.op == OpKind::Scan;
+    rt::LoopDesc d;
+    d.kind = scan ? rt::LoopKind::kScan : rt::LoopKind::kLoop;
+    d.name = n.name;
+    auto in_tensor = [&](size_t i) { return n.input(i) == kNoValue ? kNone : tensor(g, n.inputs[i]); };
+    auto out_tensor = [&](size_t i) {
+      return i < n.outputs.size() && n.outputs[i] != kNoValue ? tensor(g, n.outputs[i]) : kNone;
+    };
+    const size_t n_scan_in = scan ? static_cast<size_t>(n.attr_int("num_scan_inputs", 0)) : 0;
+    const size_t first_state = scan ? 0 : 2;
+    if (n.inputs.size() < first_state + n_scan_in)
+      fail(ExitCode::kInvalidModel, n.op_type, " node '", n.name, "' has too few inputs");
+    const size_t n_state = n.inputs.size() - first_state - n_scan_in;
+    const size_t body_first_state = scan ? 0 : 2;  // Loop body inputs: iter_num, cond, state...
+    const size_t body_first_out = scan ? 0 : 1;    // Loop body outputs: cond, state..., scan...
+    if (body.inputs.size() != body_first_state + n_state + n_scan_in ||
+        body.outputs.size() < body_first_out + n_state)
+      fail(ExitCode::kInvalidModel, n.op_type, " node '", n.name, "': body has ", body.inputs.size(),
+           " inputs and ", body.outputs.size(), " outputs, which does not match the node's ",
+           n.inputs.size(), " inputs");
+    const size_t n_scan_out = body.outputs.size() - body_first_out - n_state;
+
+    d.counter = add_tensor(n.name + ".iteration", DType::Int64, rt::TensorKind::kIntermediate, {});
+    if (!scan) {
+      d.max_trips = in_tensor(0);
+      d.cond_init = in_tensor(1);
+      d.cond = add_tensor(n.name + ".condition", DType::Bool, rt::TensorKind::kIntermediate, {});
+      tensor_of_[{&body, body.inputs[0]}] = d.counter;
+      tensor_of_[{&body, body.inputs[1]}] = d.cond;
+    }
+    for (size_t i = 0; i < n_state; ++i) {
+      const Value& v = body.value(body.inputs[body_first_state + i]);
+      const uint32_t t = add_tensor(v, rt::TensorKind::kIntermediate, complete_shape(v));
+      tensor_of_[{&body, body.inputs[body_first_state + i]}] = t;
+      d.init.push_back(tensor(g, n.inputs[first_state + i]));
+      d.state.push_back(t);
+      d.final.push_back(out_tensor(i));
+      check_copy(n, t, d.init.back());
+    }
+    const uint32_t li = static_cast<uint32_t>(out_.program.loops.size());
+    out_.program.loops.emplace_back();
+    loop_stack_.push_back(li);
+    const auto attr_or = [&](const char* key, size_t count, int64_t fallback) {
+      std::vector<int64_t> v = n.attr_ints(key).value_or(std::vector<int64_t>{});
+      if (v.empty()) v.assign(count, fallback);
+      if (v.size() != count)
+        fail(ExitCode::kInvalidModel, "Scan node '", n.name, "': attribute '", key, "' has ", v.size(),
+             " entries, expected ", count);
+      return v;
+    };
+    if (scan) {
+      const auto axes = attr_or("scan_input_axes", n_scan_in, 0);
+      const auto dirs = attr_or("scan_input_directions", n_scan_in, 0);
+      for (size_t j = 0; j < n_scan_in; ++j) {
+        const Value& v = body.value(body.inputs[n_state + j]);
+        rt::LoopScanInput in;
+        in.source = tensor(g, n.inputs[n_state + j]);
+        in.slice = add_tensor(v, rt::TensorKind::kIntermediate, complete_shape(v));
+        tensor_of_[{&body, body.inputs[n_state + j]}] = in.slice;
+        const int64_t rank = static_cast<int64_t>(out_.program.tensors[in.source].dims.size());
+        const int64_t axis = axes[j] < 0 ? axes[j] + rank : axes[j];
+        if (axis < 0 || axis >= rank)
+          fail(ExitCode::kInvalidModel, "Scan node '", n.name, "': scan input axis ", axes[j],
+               " is out of range for rank ", rank);
+        in.axis = static_cast<uint32_t>(axis);
+        in.reverse = dirs[j] != 0;
+        d.scan_inputs.push_back(in);
       }
     }
+    const int head = new_label(), exit = new_label();
+    std::vector<uint32_t> init_reads = d.init, init_writes = d.state;
+    init_reads.insert(init_reads.end(), {d.max_trips, d.cond_init});
+    init_writes.insert(init_writes.end(), {d.counter, d.cond});
+    add_insn(rt::Opcode::LoopInit, {li}, -1, init_reads, init_writes);
+    add_label(head);
+    std::vector<uint32_t> test_reads = {d.counter, d.max_trips, d.cond}, test_writes;
+    for (const auto& in : d.scan_inputs) {
+      test_reads.push_back(in.source);
+      test_writes.push_back(in.slice);
+    }
+    const size_t begin = add_insn(rt::Opcode::LoopTest, {li, static_cast<uint32_t>(exit)}, 1, test_reads, test_writes);
+
+    lower_graph(body);
+
+    if (!scan) d.cond_next = tensor(body, body.outputs[0]);
+    for (size_t i = 0; i < n_state; ++i) {
+      d.next.push_back(tensor(body, body.outputs[body_first_out + i]));
+      check_copy(n, d.state[i], d.next.back());
+    }
+    const auto out_axes = attr_or("scan_output_axes", scan ? n_scan_out : 0, 0);
+    const auto out_dirs = attr_or("scan_output_directions", scan ? n_scan_out : 0, 0);
+    for (size_t k = 0; k < n_scan_out; ++k) {
+      rt::LoopScanOutput o;
+      o.body = tensor(body, body.outputs[body_first_out + n_state + k]);
+      o.stacked = out_tensor(n_state + k);
+      if (scan) {
+        const int64_t rank = static_cast<int64_t>(out_.program.tensors[o.body].dims.size()) + 1;
+        const int64_t axis = out_axes[k] < 0 ? out_axes[k] + rank : out_axes[k];
+        if (axis < 0 || axis >= rank)
+          fail(ExitCode::kInvalidModel, "Scan node '", n.name, "': scan output axis ", out_axes[k],
+               " is out of range for rank ", rank);
+        o.axis = static_cast<uint32_t>(axis);
+        o.reverse = out_dirs[k] != 0;
+      }
+      if (o.stacked != kNone) {
+        const rt::TensorDesc& a = out_.program.tensors[o.stacked];
+        const rt::TensorDesc& b = out_.program.tensors[o.body];
+        if (a.dtype != b.dtype || a.dims.size() != b.dims.size() + 1)
+          fail(ExitCode::kUnsupported, n.op_type, " node '", n.name, "': scan output '", a.name,
+               "' does not have the dtype and rank of '", b.name, "' plus one axis");
+      }
+      d.scan_outputs.push_back(o);
+    }
+    std::vector<uint32_t> next_reads = d.next, next_writes = d.state;
+    next_reads.insert(next_reads.end(), {d.counter, d.cond_next});
+    for (const auto& o : d.scan_outputs) next_reads.push_back(o.body);
+    next_writes.insert(next_writes.end(), {d.counter, d.cond});
+    const size_t end = add_insn(rt::Opcode::LoopNext, {li, static_cast<uint32_t>(head)}, 1, next_reads, next_writes);
+    loop_stack_.pop_back();
+    loop_ranges_.emplace_back(begin, end);
+    add_label(exit);
+    std::vector<uint32_t> exit_writes = d.final;
+    for (const auto& o : d.scan_outputs) exit_writes.push_back(o.stacked);
+    add_insn(rt::Opcode::LoopExit, {li}, -1, d.state, exit_writes);
+    out_.program.loops[li] = std::move(d);
+  }
+
+  // Data-dependent symbols in a tensor's dims.
+  std::set<uint32_t> data_dependent_symbols(uint32_t t) {
+    std::set<uint32_t> out;
+    for (const Dim& d : shapes_[t])
+      for (const auto& name : d->symbols())
+        if (!input_symbols_.count(name)) out.insert(symbol_index(name));
+    return out;
+  }
+
+  // A loop's per-iteration facts: the tensors made for its body (and nested bodies), and the
+  // data-dependent symbols that only those and its state tensors mention.
+  void fill_loop_scopes() {
+    for (uint32_t li = 0; li < out_.program.loops.size(); ++li) {
+      rt::LoopDesc& d = out_.program.loops[li];
+      std::set<uint32_t> inside, state(d.state.begin(), d.state.end());
+      for (uint32_t t = 0; t < tensor_loops_.size(); ++t)
+        for (uint32_t l : tensor_loops_[t])
+          if (l == li) inside.insert(t);
+      std::set<uint32_t> in_syms, out_syms;
+      for (uint32_t t = 0; t < shapes_.size(); ++t) {
+        auto syms = data_dependent_symbols(t);
+        (inside.count(t) || state.count(t) ? in_syms : out_syms).insert(syms.begin(), syms.end());
+      }
+      for (uint32_t s : in_syms)
+        if (!out_syms.count(s)) d.symbols.push_back(s);
+      d.tensors.assign(inside.begin(), inside.end());
+    }
+  }
+
+  // ---- memory plan and code ----
+  void plan_and_emit() {
+    // Liveness over the linear order of steps. Jumps forward (If) only skip steps, so linear
+    // intervals are safe; a tensor used inside a loop stays live for the whole loop.
+    std::map<uint32_t, std::pair<int, int>> life;  // tensor -> (first, last step)
+    for (size_t s = 0; s < steps_.size(); ++s) {
+      const int si = static_cast<int>(s);
+      for (const auto* list : {&steps_[s].writes, &steps_[s].reads})
+        for (uint32_t t : *list) {
+          auto [it, added] = life.emplace(t, std::make_pair(si, si));
+          if (!added) {
+            it->second.first = std::min(it->second.first, si);
+            it->second.second = std::max(it->second.second, si);
+          }
+        }
+    }
+    for (const auto& [a, b] : loop_ranges_)
+      for (auto& [t, l] : life)
+        if (l.first <= static_cast<int>(b) && l.second >= static_cast<int>(a)) {
+          l.first = std::min(l.first, static_cast<int>(a));
+          l.second = std::max(l.second, static_cast<int>(b));
+        }
     std::vector<PlanItem> items;
     std::vector<uint32_t> item_tensor;
     sym::DimExpr all_intermediates(0);
@@ -517,22 +826,40 @@ class Lowerer {
     out_.intermediates_expr = sym::simplify(all_intermediates, model_.ranges).to_string();
 
     auto& code = out_.program.code;
-    for (const Step& s : steps) {
-      if (s.kernel) {
-        uint32_t k = emit_kernel(groups_[s.index]);
-        code.insert(code.end(), {static_cast<uint32_t>(rt::Opcode::RunKernel), k});
-        out_.fused_kernels++;
-        out_.fused_nodes += static_cast<int>(groups_[s.index].nodes.size());
-      } else {
-        out_.program.nodes.push_back(node_record(graph_.nodes[s.index]));
-        code.insert(code.end(), {static_cast<uint32_t>(rt::Opcode::CallOp),
-                                 static_cast<uint32_t>(out_.program.nodes.size() - 1)});
-        out_.call_ops++;
+    std::vector<uint32_t> label_at(static_cast<size_t>(labels_), kNone);
+    std::vector<std::pair<size_t, int>> fixups;  // code word -> label
+    for (const Step& s : steps_) {
+      switch (s.kind) {
+        case Step::Kind::kKernel: {
+          uint32_t k = emit_kernel(groups_[s.index]);
+          code.insert(code.end(), {static_cast<uint32_t>(rt::Opcode::RunKernel), k});
+          out_.fused_kernels++;
+          out_.fused_nodes += static_cast<int>(groups_[s.index].nodes.size());
+          break;
+        }
+        case Step::Kind::kCall:
+          out_.program.nodes.push_back(node_record(*s.graph, s.graph->nodes[s.index]));
+          code.insert(code.end(), {static_cast<uint32_t>(rt::Opcode::CallOp),
+                                   static_cast<uint32_t>(out_.program.nodes.size() - 1)});
+          out_.call_ops++;
+          break;
+        case Step::Kind::kInsn:
+          code.push_back(static_cast<uint32_t>(s.op));
+          for (size_t i = 0; i < s.operands.size(); ++i) {
+            if (static_cast<int>(i) == s.jump) fixups.emplace_back(code.size(), static_cast<int>(s.operands[i]));
+            code.push_back(s.operands[i]);
+          }
+          break;
+        case Step::Kind::kLabel: label_at[s.index] = static_cast<uint32_t>(code.size()); break;
       }
     }
     for (const auto& [dst, src] : output_copies_)
       code.insert(code.end(), {static_cast<uint32_t>(rt::Opcode::Copy), dst, src});
     code.push_back(static_cast<uint32_t>(rt::Opcode::End));
+    for (const auto& [word, label] : fixups) {
+      CUVIL_ASSERT(label_at[static_cast<size_t>(label)] != kNone, "label " << label << " was never placed");
+      code[word] = label_at[static_cast<size_t>(label)];
+    }
   }
 
   const Model& model_;
@@ -544,11 +871,15 @@ class Lowerer {
   std::map<std::string, DimExpr> compound_symbols_;
   std::set<std::string> used_fresh_;
   std::map<std::string, uint32_t> expr_ids_;
-  std::map<ValueId, uint32_t> tensor_of_;
-  std::vector<Shape> shapes_;  // per tensor, every dim known
+  std::map<std::pair<const Graph*, ValueId>, uint32_t> tensor_of_;
+  std::vector<Shape> shapes_;                       // per tensor, every dim known
+  std::vector<std::vector<uint32_t>> tensor_loops_;  // per tensor, the loops it is made inside
+  std::vector<uint32_t> loop_stack_;
+  std::vector<std::pair<size_t, size_t>> loop_ranges_;  // step range [LoopTest, LoopNext]
   std::vector<std::pair<uint32_t, uint32_t>> output_copies_;
   std::vector<Group> groups_;
-  std::vector<int> group_of_node_;
+  std::vector<Step> steps_;
+  int labels_ = 0;
 };
 
 }  // namespace

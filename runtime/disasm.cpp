@@ -70,6 +70,7 @@ std::string operand_text(char kind, uint32_t v) {
     case 'N': return "n" + n;
     case 'K': return "k" + n;
     case 'J': return "@" + n;
+    case 'L': return "l" + n;
     case 'R': return "r" + n;
     case 'M': return "m" + n;
     case 'U': return unary_fn_name(static_cast<UnaryFn>(v < 256 ? v : 255));
@@ -178,6 +179,30 @@ void print_kernel(std::ostringstream& os, const Program& p, size_t ki) {
   }
 }
 
+void print_loop(std::ostringstream& os, const Program& p, size_t li) {
+  const LoopDesc& l = p.loops[li];
+  os << "  l" << li << " " << (l.kind == LoopKind::kScan ? "scan" : "loop") << " " << quoted(l.name)
+     << " counter " << tensor_ref(p, l.counter);
+  if (l.kind == LoopKind::kLoop)
+    os << " trips " << tensor_ref(p, l.max_trips) << " cond " << tensor_ref(p, l.cond_init)
+       << " -> " << tensor_ref(p, l.cond) << " <- " << tensor_ref(p, l.cond_next);
+  os << "\n";
+  for (size_t i = 0; i < l.state.size(); ++i)
+    os << "    carry " << tensor_ref(p, l.init[i]) << " -> " << tensor_ref(p, l.state[i]) << " <- "
+       << tensor_ref(p, l.next[i]) << " => " << tensor_ref(p, l.final[i]) << "\n";
+  for (const LoopScanInput& in : l.scan_inputs)
+    os << "    scan in " << tensor_ref(p, in.source) << " axis " << in.axis
+       << (in.reverse ? " reverse" : "") << " -> " << tensor_ref(p, in.slice) << "\n";
+  for (const LoopScanOutput& o : l.scan_outputs)
+    os << "    scan out " << tensor_ref(p, o.body) << " => " << tensor_ref(p, o.stacked) << " axis "
+       << o.axis << (o.reverse ? " reverse" : "") << "\n";
+  os << "    per iteration: symbols (";
+  for (size_t i = 0; i < l.symbols.size(); ++i)
+    os << (i ? ", " : "")
+       << (l.symbols[i] < p.symbols.size() ? p.symbols[l.symbols[i]].name : std::string("?"));
+  os << ") tensors " << tensor_list(p, l.tensors) << "\n";
+}
+
 // A short note after CallOp/RunKernel naming what they run.
 std::string code_comment(const Program& p, Opcode op, const uint32_t* ops) {
   if (op == Opcode::CallOp && ops[0] < p.nodes.size())
@@ -218,6 +243,8 @@ std::string disassemble(const Program& p) {
   os << "kernels " << p.kernels.size() << "\n";
   for (size_t i = 0; i < p.kernels.size(); ++i) print_kernel(os, p, i);
 
+  os << "loops " << p.loops.size() << "\n";
+  for (size_t i = 0; i < p.loops.size(); ++i) print_loop(os, p, i);
   os << "code " << p.code.size() << " words\n";
   for (size_t pc = 0; pc < p.code.size();) {
     const uint32_t word = p.code[pc];

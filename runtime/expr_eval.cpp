@@ -13,6 +13,12 @@ void ExprEvaluator::reset() {
   state_.assign(p_.exprs.size(), 0);
 }
 
+void ExprEvaluator::unbind(const std::vector<uint32_t>& symbols) {
+  if (symbols.empty()) return;
+  for (uint32_t s : symbols) sym_state_[s] = 0;
+  state_.assign(p_.exprs.size(), 0);
+}
+
 Status ExprEvaluator::bind(uint32_t symbol, int64_t value, const std::string& source) {
   const Symbol& s = p_.symbols[symbol];
   if (sym_state_[symbol]) {

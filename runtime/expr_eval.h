@@ -19,6 +19,8 @@ class ExprEvaluator {
   void reset();  // forget all symbol values
   // Binds a symbol; fails when already bound to another value or outside its range.
   Status bind(uint32_t symbol, int64_t value, const std::string& source);
+  // Forgets the given symbols (a loop iteration's per-iteration facts) and every cached value.
+  void unbind(const std::vector<uint32_t>& symbols);
   bool bound(uint32_t symbol) const { return sym_state_[symbol] != 0; }
   int64_t symbol_value(uint32_t symbol) const { return sym_values_[symbol]; }
   // Evaluates expression `id`. Sets *unbound (when given) instead of failing if a symbol is

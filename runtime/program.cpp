@@ -155,6 +155,32 @@ std::vector<uint8_t> encode_program(const Program& p) {
   put_ids(w, p.code);
   w.u32(p.arena_size);
   w.u64(p.weights_size);
+  w.u32(static_cast<uint32_t>(p.loops.size()));
+  for (const LoopDesc& l : p.loops) {
+    w.u8(static_cast<uint8_t>(l.kind));
+    w.str(l.name);
+    for (uint32_t t : {l.counter, l.max_trips, l.cond_init, l.cond, l.cond_next}) w.u32(t);
+    put_ids(w, l.init);
+    put_ids(w, l.state);
+    put_ids(w, l.next);
+    put_ids(w, l.final);
+    w.u32(static_cast<uint32_t>(l.scan_inputs.size()));
+    for (const LoopScanInput& in : l.scan_inputs) {
+      w.u32(in.source);
+      w.u32(in.slice);
+      w.u32(in.axis);
+      w.u8(in.reverse);
+    }
+    w.u32(static_cast<uint32_t>(l.scan_outputs.size()));
+    for (const LoopScanOutput& o : l.scan_outputs) {
+      w.u32(o.body);
+      w.u32(o.stacked);
+      w.u32(o.axis);
+      w.u8(o.reverse);
+    }
+    put_ids(w, l.symbols);
+    put_ids(w, l.tensors);
+  }
   return std::move(w.data());
 }
 
@@ -248,6 +274,40 @@ bool decode_program(const uint8_t* data, size_t size, Program* out, std::string*
   p.code = get_ids(r);
   p.arena_size = r.u32();
   p.weights_size = r.u64();
+  n = r.count(57);  // smallest loop record: kind, empty name, 5 ids, 8 empty lists
+  p.loops.resize(n);
+  for (LoopDesc& l : p.loops) {
+    l.kind = static_cast<LoopKind>(r.u8());
+    l.name = r.str();
+    l.counter = r.u32();
+    l.max_trips = r.u32();
+    l.cond_init = r.u32();
+    l.cond = r.u32();
+    l.cond_next = r.u32();
+    l.init = get_ids(r);
+    l.state = get_ids(r);
+    l.next = get_ids(r);
+    l.final = get_ids(r);
+    uint32_t c = r.count(13);
+    l.scan_inputs.resize(c);
+    for (LoopScanInput& in : l.scan_inputs) {
+      in.source = r.u32();
+      in.slice = r.u32();
+      in.axis = r.u32();
+      in.reverse = r.u8();
+    }
+    c = r.count(13);
+    l.scan_outputs.resize(c);
+    for (LoopScanOutput& o : l.scan_outputs) {
+      o.body = r.u32();
+      o.stacked = r.u32();
+      o.axis = r.u32();
+      o.reverse = r.u8();
+    }
+    l.symbols = get_ids(r);
+    l.tensors = get_ids(r);
+    if (r.failed()) break;
+  }
   if (r.failed()) {
     *error = "program section is truncated or a count exceeds its size";
     return false;

@@ -115,6 +115,42 @@ struct TileKernel {
   std::vector<uint32_t> body;     // encoded tile instructions (CUVIL_TILE)
 };
 
+// A program-level loop: an ONNX Loop or Scan whose body was inlined between LoopTest and
+// LoopNext (runtime/session.cpp runs the four Loop* instructions; docs/isa.md "Loops").
+enum class LoopKind : uint8_t { kLoop, kScan };
+struct LoopScanInput {
+  uint32_t source = kNone;  // tensor sliced along `axis`, one slice per iteration
+  uint32_t slice = kNone;   // body input tensor receiving the slice
+  uint32_t axis = 0;
+  uint8_t reverse = 0;      // 1: last slice first
+};
+struct LoopScanOutput {
+  uint32_t body = kNone;     // body tensor collected at every iteration
+  uint32_t stacked = kNone;  // node output: the collected slices stacked along `axis`; kNone
+                             // when the output is not used
+  uint32_t axis = 0;
+  uint8_t reverse = 0;       // 1: last iteration first
+};
+struct LoopDesc {
+  LoopKind kind = LoopKind::kLoop;
+  std::string name;
+  uint32_t counter = kNone;    // int64 scalar: the iteration number (the Loop body's input 0)
+  uint32_t max_trips = kNone;  // Loop: integer scalar trip count M, kNone = unbounded
+  uint32_t cond_init = kNone;  // Loop: bool scalar initial condition, kNone = not tested
+  uint32_t cond = kNone;       // Loop: bool scalar condition (the body's input 1)
+  uint32_t cond_next = kNone;  // Loop: the body's condition output
+  std::vector<uint32_t> init;    // loop-carried values: initial tensors (outside the loop)
+  std::vector<uint32_t> state;   // ... the body inputs holding them during an iteration
+  std::vector<uint32_t> next;    // ... the body outputs giving the next iteration's values
+  std::vector<uint32_t> final;   // ... node outputs receiving the last values (kNone: unused)
+  std::vector<LoopScanInput> scan_inputs;    // Scan only
+  std::vector<LoopScanOutput> scan_outputs;
+  // Per-iteration facts: symbols unbound and tensors emptied when an iteration starts, so a
+  // body may produce different shapes in different iterations.
+  std::vector<uint32_t> symbols;
+  std::vector<uint32_t> tensors;
+};
+
 struct Program {
   std::vector<Symbol> symbols;
   std::vector<ExprOp> expr_code;
@@ -127,6 +163,7 @@ struct Program {
   std::vector<uint32_t> code;     // encoded program instructions (CUVIL_INSN)
   uint32_t arena_size = kNone;    // expression id
   uint64_t weights_size = 0;      // bytes of the weights section this program refers to
+  std::vector<LoopDesc> loops;    // loop records (LoopInit/LoopTest/LoopNext/LoopExit)
 };
 
 // Binary encoding of a Program (the PROGRAM section) and its checked decoding.

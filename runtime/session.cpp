@@ -146,6 +146,7 @@ Session::Session(std::shared_ptr<const LoadedPackage> package, const SessionOpti
   views_.resize(program_.tensors.size());
   ready_.assign(program_.tensors.size(), 0);
   heap_.resize(program_.tensors.size());
+  loops_.resize(program_.loops.size());
 }
 
 Session::~Session() { std::free(arena_); }
@@ -417,6 +418,23 @@ Status Session::execute() {
         break;
       }
       case Opcode::Copy: CUVIL_RETURN_IF_ERROR(copy_tensor(code[pc + 1], code[pc + 2])); break;
+      case Opcode::LoopInit: CUVIL_RETURN_IF_ERROR(loop_init(code[pc + 1])); break;
+      case Opcode::LoopTest: {
+        bool done = false;
+        CUVIL_RETURN_IF_ERROR(loop_test(code[pc + 1], &done));
+        if (done) {
+          pc = code[pc + 2];
+          continue;
+        }
+        break;
+      }
+      case Opcode::LoopNext:
+        CUVIL_RETURN_IF_ERROR(loop_next(code[pc + 1]));
+        if (options_.deadline_ms > 0 && std::chrono::steady_clock::now() > deadline_)
+          return make_status(StatusCode::kDeadline, "run exceeded its deadline of ", options_.deadline_ms, " ms");
+        pc = code[pc + 2];
+        continue;
+      case Opcode::LoopExit: CUVIL_RETURN_IF_ERROR(loop_exit(code[pc + 1])); break;
       case Opcode::kCount: return make_status(StatusCode::kInvalidPackage, "bad opcode at ", pc);
     }
     pc += 1 + std::strlen(opcode_operands(op));

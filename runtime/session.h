@@ -45,6 +45,15 @@ class Session {
   Status call_op(uint32_t node_index);
   Status run_kernel(uint32_t kernel_index);
   Status copy_tensor(uint32_t dst, uint32_t src);
+  // Loops (runtime/session_loops.cpp).
+  Status loop_init(uint32_t loop);
+  Status loop_test(uint32_t loop, bool* done);
+  Status loop_next(uint32_t loop);
+  Status loop_exit(uint32_t loop);
+  void start_iteration(const LoopDesc& l);
+  Status read_scalar(uint32_t t, const char* what, int64_t* value);
+  Status write_tensor(uint32_t t, const std::vector<int64_t>& dims, const void* data,
+                      const std::string& who);
   // Gives tensor `t` storage for the given dims (arena slot, output buffer or heap).
   Status materialize(uint32_t t, const std::vector<int64_t>& dims, const std::string& who);
   Status eval_dims(uint32_t t, std::vector<int64_t>* dims, bool* unbound);
@@ -70,6 +79,12 @@ class Session {
   std::vector<std::vector<uint8_t>> heap_;  // dynamic tensors and outputs, per tensor
   uint8_t* arena_ = nullptr;
   size_t arena_capacity_ = 0;
+  struct LoopRun {  // a loop's scan outputs collected so far
+    std::vector<std::vector<uint8_t>> slices;      // per scan output, concatenated
+    std::vector<std::vector<int64_t>> slice_dims;  // per scan output
+    int64_t count = 0;                             // slices collected per scan output
+  };
+  std::vector<LoopRun> loops_;
   bool last_run_ok_ = false;
   std::chrono::steady_clock::time_point deadline_;
 };

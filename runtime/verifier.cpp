@@ -31,7 +31,7 @@ constexpr size_t const_strlen(const char* s) {
   return n;
 }
 #define CUVIL_INSN(name, operands)                  \
-  static_assert(kinds_within(operands, "TNKJUBFI"), \
+  static_assert(kinds_within(operands, "TNKJLUBFI"), \
                 "CUVIL_INSN " #name ": operand kind the verifier does not know");
 #include "runtime/isa.def"
 #undef CUVIL_INSN
@@ -95,6 +95,7 @@ class ProgramVerifier {
     CUVIL_RETURN_IF_ERROR(check_io_list(p_.outputs, TensorKind::kOutput, "output"));
     CUVIL_RETURN_IF_ERROR(check_nodes());
     CUVIL_RETURN_IF_ERROR(check_kernels());
+    CUVIL_RETURN_IF_ERROR(check_loops());
     return check_code();
   }
 
@@ -359,6 +360,10 @@ class ProgramVerifier {
         if (v >= p_.kernels.size())
           return fail(where, ": ", out_of_range("kernel", v, p_.kernels.size()));
         return Status::ok();
+      case 'L':
+        if (v >= p_.loops.size())
+          return fail(where, ": ", out_of_range("loop record", v, p_.loops.size()));
+        return Status::ok();
       case 'R':
         if (v >= k->registers) return fail(where, ": ", out_of_range("register", v, k->registers));
         return Status::ok();
@@ -449,6 +454,109 @@ class ProgramVerifier {
                       tensor_kind_name(p_.tensors[t].kind));
       }
       pc += 1 + n;
+    }
+    return Status::ok();
+  }
+
+  // ---- loop records ----
+  // A tensor id of a loop record: in range, or kNone where `optional`; written ones writable.
+  Status loop_tensor(const std::string& where, const char* what, uint32_t t, bool optional,
+                     bool written) {
+    if (t == kNone) {
+      if (optional) return Status::ok();
+      return fail(where, ": ", what, " is missing");
+    }
+    if (t >= p_.tensors.size())
+      return fail(where, ": ", what, ": ", out_of_range("tensor", t, p_.tensors.size()));
+    if (written && !writable(t))
+      return fail(where, ": ", what, " ", tensor_label(t), " is a read-only ",
+                  tensor_kind_name(p_.tensors[t].kind));
+    return Status::ok();
+  }
+  Status loop_scalar(const std::string& where, const char* what, uint32_t t, bool integer_ok,
+                     bool bool_ok) {
+    if (t == kNone) return Status::ok();
+    const DType dt = p_.tensors[t].dtype;
+    const bool ok = (bool_ok && dt == DType::Bool) || (integer_ok && dtype_is_integer(dt));
+    if (!ok) return fail(where, ": ", what, " ", tensor_label(t), " has dtype ", dtype_name(dt));
+    if (!is_scalar(t)) return fail(where, ": ", what, " ", tensor_label(t), " is not a scalar");
+    return Status::ok();
+  }
+  Status same_type(const std::string& where, uint32_t a, uint32_t b, size_t rank_delta) {
+    const TensorDesc& x = p_.tensors[a];
+    const TensorDesc& y = p_.tensors[b];
+    if (x.dtype != y.dtype || x.dims.size() != y.dims.size() + rank_delta)
+      return fail(where, ": ", tensor_label(a), " and ", tensor_label(b),
+                  " differ in dtype or rank");
+    return Status::ok();
+  }
+
+  Status check_loops() {
+    for (size_t li = 0; li < p_.loops.size(); ++li) {
+      const LoopDesc& l = p_.loops[li];
+      const std::string where = "loop " + std::to_string(li) + " ('" + l.name + "')";
+      const bool scan = l.kind == LoopKind::kScan;
+      if (static_cast<uint8_t>(l.kind) > static_cast<uint8_t>(LoopKind::kScan))
+        return fail(where, ": kind ", static_cast<int>(l.kind), " is not valid");
+      CUVIL_RETURN_IF_ERROR(loop_tensor(where, "counter", l.counter, false, true));
+      CUVIL_RETURN_IF_ERROR(loop_scalar(where, "counter", l.counter, true, false));
+      if (p_.tensors[l.counter].dtype != DType::Int64)
+        return fail(where, ": counter ", tensor_label(l.counter), " is not int64");
+      CUVIL_RETURN_IF_ERROR(loop_tensor(where, "trip count", l.max_trips, true, false));
+      CUVIL_RETURN_IF_ERROR(loop_scalar(where, "trip count", l.max_trips, true, false));
+      CUVIL_RETURN_IF_ERROR(loop_tensor(where, "initial condition", l.cond_init, true, false));
+      CUVIL_RETURN_IF_ERROR(loop_scalar(where, "initial condition", l.cond_init, false, true));
+      CUVIL_RETURN_IF_ERROR(loop_tensor(where, "condition", l.cond, scan, true));
+      CUVIL_RETURN_IF_ERROR(loop_scalar(where, "condition", l.cond, false, true));
+      CUVIL_RETURN_IF_ERROR(loop_tensor(where, "next condition", l.cond_next, scan, false));
+      CUVIL_RETURN_IF_ERROR(loop_scalar(where, "next condition", l.cond_next, false, true));
+      if (scan && (l.max_trips != kNone || l.cond_init != kNone || l.cond != kNone ||
+                   l.cond_next != kNone))
+        return fail(where, ": a Scan has no trip count or condition");
+      const size_t n = l.state.size();
+      if (l.init.size() != n || l.next.size() != n || l.final.size() != n)
+        return fail(where, ": ", l.init.size(), " initial, ", n, " state, ", l.next.size(),
+                    " next and ", l.final.size(), " final values (must be equal)");
+      for (size_t i = 0; i < n; ++i) {
+        const std::string w = where + " value " + std::to_string(i);
+        CUVIL_RETURN_IF_ERROR(loop_tensor(w, "initial", l.init[i], false, false));
+        CUVIL_RETURN_IF_ERROR(loop_tensor(w, "state", l.state[i], false, true));
+        CUVIL_RETURN_IF_ERROR(loop_tensor(w, "next", l.next[i], false, false));
+        CUVIL_RETURN_IF_ERROR(loop_tensor(w, "final", l.final[i], true, true));
+        CUVIL_RETURN_IF_ERROR(same_type(w, l.state[i], l.init[i], 0));
+        CUVIL_RETURN_IF_ERROR(same_type(w, l.state[i], l.next[i], 0));
+        if (l.final[i] != kNone) CUVIL_RETURN_IF_ERROR(same_type(w, l.final[i], l.state[i], 0));
+      }
+      if (!scan && !l.scan_inputs.empty()) return fail(where, ": a Loop has no scan inputs");
+      for (size_t i = 0; i < l.scan_inputs.size(); ++i) {
+        const LoopScanInput& in = l.scan_inputs[i];
+        const std::string w = where + " scan input " + std::to_string(i);
+        CUVIL_RETURN_IF_ERROR(loop_tensor(w, "source", in.source, false, false));
+        CUVIL_RETURN_IF_ERROR(loop_tensor(w, "slice", in.slice, false, true));
+        CUVIL_RETURN_IF_ERROR(same_type(w, in.source, in.slice, 1));
+        if (in.axis >= p_.tensors[in.source].dims.size() || in.reverse > 1)
+          return fail(w, ": axis ", in.axis, " or direction ", static_cast<int>(in.reverse),
+                      " is not valid");
+        if (dtype_bits(p_.tensors[in.source].dtype) % 8 != 0)
+          return fail(w, ": sub-byte dtype ", dtype_name(p_.tensors[in.source].dtype));
+      }
+      for (size_t i = 0; i < l.scan_outputs.size(); ++i) {
+        const LoopScanOutput& o = l.scan_outputs[i];
+        const std::string w = where + " scan output " + std::to_string(i);
+        CUVIL_RETURN_IF_ERROR(loop_tensor(w, "body value", o.body, false, false));
+        CUVIL_RETURN_IF_ERROR(loop_tensor(w, "stacked", o.stacked, true, true));
+        if (o.stacked != kNone) CUVIL_RETURN_IF_ERROR(same_type(w, o.stacked, o.body, 1));
+        if (o.axis > p_.tensors[o.body].dims.size() || o.reverse > 1 || (!scan && (o.axis || o.reverse)))
+          return fail(w, ": axis ", o.axis, " or direction ", static_cast<int>(o.reverse),
+                      " is not valid");
+        if (dtype_bits(p_.tensors[o.body].dtype) % 8 != 0)
+          return fail(w, ": sub-byte dtype ", dtype_name(p_.tensors[o.body].dtype));
+      }
+      for (uint32_t s : l.symbols)
+        if (s >= p_.symbols.size())
+          return fail(where, ": ", out_of_range("symbol", s, p_.symbols.size()));
+      for (uint32_t t : l.tensors)
+        CUVIL_RETURN_IF_ERROR(loop_tensor(where, "per-iteration tensor", t, false, true));
     }
     return Status::ok();
   }
