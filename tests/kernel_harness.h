@@ -6,11 +6,13 @@
 #include <cmath>
 #include <cstring>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "ir/graph.h"
 #include "runtime/op_kernel.h"
+#include "support/checked.h"
 
 namespace cuvil::testing {
 
@@ -112,6 +114,33 @@ class HeapOpContext : public rt::OpContext {
   std::vector<std::vector<uint8_t>> storage_;
   int threads_;
 };
+
+// ONNX 1.12's backend test data stores the bfloat16 tensors of test_cast_BFLOAT16_to_FLOAT,
+// test_cast_FLOAT_to_BFLOAT16 and test_castlike_*BFLOAT16* as TensorProtos of data_type UINT16
+// holding the raw bit patterns, while the model declares the value bfloat16 (a quirk of that
+// release; later ones store BFLOAT16). Retags such a tensor as bfloat16, bytes unchanged, exactly
+// when the model declares it bfloat16, the tensor is uint16 with 2 bytes per element and, where
+// the declared shape is static, the element counts agree. Anything else is left alone, so a
+// genuine dtype mismatch still fails the comparison. Test code only: cuvil-run and the runtime
+// take tensors as they are.
+inline void adopt_uint16_as_bfloat16(TensorData& t, DType declared_dtype,
+                                     const std::optional<Shape>& declared_shape) {
+  if (declared_dtype != DType::BFloat16 || t.dtype != DType::UInt16) return;
+  const int64_t n = t.numel();
+  if (t.bytes.size() != static_cast<size_t>(n) * 2) return;
+  if (declared_shape) {
+    std::optional<int64_t> declared_n = 1;
+    for (const Dim& d : *declared_shape) {
+      auto c = d ? d->constant() : std::nullopt;
+      declared_n = c && declared_n ? checked_mul(*declared_n, *c) : std::nullopt;
+    }
+    if (declared_n && *declared_n != n) return;  // symbolic or unknown dims: no count to compare
+  }
+  t.dtype = DType::BFloat16;
+}
+inline void adopt_uint16_as_bfloat16(TensorData& t, const Value& declared) {
+  adopt_uint16_as_bfloat16(t, declared.dtype, declared.shape);
+}
 
 // Compares an actual output with the expected tensor: rtol 1e-3 / atol 1e-7 for floats (NaN
 // equals NaN, infinities must match), exact for integers and bools. Returns "" when equal.
