@@ -769,7 +769,7 @@ class Lowerer {
       std::set<uint32_t> inside, state(d.state.begin(), d.state.end());
       for (uint32_t t = 0; t < tensor_loops_.size(); ++t)
         for (uint32_t l : tensor_loops_[t])
-          if (l == li) inside.insert(t);
+          if (l == li && out_.program.tensors[t].kind != rt::TensorKind::kWeight) inside.insert(t);
       std::set<uint32_t> in_syms, out_syms;
       for (uint32_t t = 0; t < shapes_.size(); ++t) {
         auto syms = data_dependent_symbols(t);
