@@ -60,8 +60,6 @@ class Lowerer {
   void collect_unsupported(const Graph& g, std::map<std::string, std::vector<std::string>>& missing) {
     for (const Node& n : g.nodes) {
       if (op_flags(n.op) & kControlFlow) {
-        if (n.op == OpKind::Scan && n.opset < 9)
-          missing["Scan-8 (batch axis and sequence_lens)"].push_back(n.name);
         for (const auto& [key, a] : n.attrs)
           if (a.kind == Attribute::Kind::Graph && a.g) collect_unsupported(*a.g, missing);
         continue;
@@ -565,6 +563,8 @@ class Lowerer {
       }
       if (n.op == OpKind::If) {
         lower_if(g, n);
+      } else if (n.op == OpKind::Scan && n.opset < 9) {
+        lower_scan8(g, n);
       } else if (n.op == OpKind::Loop || n.op == OpKind::Scan) {
         lower_loop(g, n);
       } else {
@@ -622,19 +622,25 @@ class Lowerer {
            dtype_name(a.dtype), ", rank ", a.dims.size(), ")");
   }
 
+  // Scan-8 runs its body over one batch element at a time: the tensors of that element, which
+  // an enclosing loop over the batch axis slices and stacks (lower_scan8).
+  struct BatchSlices {
+    std::vector<uint32_t> init, sources, finals, stacked;
+  };
+
   // Loop and Scan: LoopInit; head: LoopTest exit; <body>; LoopNext head; exit: LoopExit.
-  void lower_loop(const Graph& g, const Node& n) {
+  void lower_loop(const Graph& g, const Node& n, const BatchSlices* batch = nullptr) {
     const Graph& body = subgraph(n, "body");
     const bool scan = n.op == OpKind::Scan;
     rt::LoopDesc d;
     d.kind = scan ? rt::LoopKind::kScan : rt::LoopKind::kLoop;
-    d.name = n.name;
+    d.name = batch ? n.name + ".sequence" : n.name;
     auto in_tensor = [&](size_t i) { return n.input(i) == kNoValue ? kNone : tensor(g, n.inputs[i]); };
     auto out_tensor = [&](size_t i) {
       return i < n.outputs.size() && n.outputs[i] != kNoValue ? tensor(g, n.outputs[i]) : kNone;
     };
     const size_t n_scan_in = scan ? static_cast<size_t>(n.attr_int("num_scan_inputs", 0)) : 0;
-    const size_t first_state = scan ? 0 : 2;
+    const size_t first_state = batch ? 1 : scan ? 0 : 2;  // Scan-8: sequence_lens first
     if (n.inputs.size() < first_state + n_scan_in)
       fail(ExitCode::kInvalidModel, n.op_type, " node '", n.name, "' has too few inputs");
     const size_t n_state = n.inputs.size() - first_state - n_scan_in;
@@ -659,9 +665,9 @@ class Lowerer {
       const Value& v = body.value(body.inputs[body_first_state + i]);
       const uint32_t t = add_tensor(v, rt::TensorKind::kIntermediate, complete_shape(v));
       tensor_of_[{&body, body.inputs[body_first_state + i]}] = t;
-      d.init.push_back(tensor(g, n.inputs[first_state + i]));
+      d.init.push_back(batch ? batch->init[i] : tensor(g, n.inputs[first_state + i]));
       d.state.push_back(t);
-      d.final.push_back(out_tensor(i));
+      d.final.push_back(batch ? batch->finals[i] : out_tensor(i));
       check_copy(n, t, d.init.back());
     }
     const uint32_t li = static_cast<uint32_t>(out_.program.loops.size());
@@ -676,12 +682,12 @@ class Lowerer {
       return v;
     };
     if (scan) {
-      const auto axes = attr_or("scan_input_axes", n_scan_in, 0);
-      const auto dirs = attr_or("scan_input_directions", n_scan_in, 0);
+      const auto axes = batch ? std::vector<int64_t>(n_scan_in, 0) : attr_or("scan_input_axes", n_scan_in, 0);
+      const auto dirs = attr_or(batch ? "directions" : "scan_input_directions", n_scan_in, 0);
       for (size_t j = 0; j < n_scan_in; ++j) {
         const Value& v = body.value(body.inputs[n_state + j]);
         rt::LoopScanInput in;
-        in.source = tensor(g, n.inputs[n_state + j]);
+        in.source = batch ? batch->sources[j] : tensor(g, n.inputs[first_state + n_state + j]);
         in.slice = add_tensor(v, rt::TensorKind::kIntermediate, complete_shape(v));
         tensor_of_[{&body, body.inputs[n_state + j]}] = in.slice;
         const int64_t rank = static_cast<int64_t>(out_.program.tensors[in.source].dims.size());
@@ -714,12 +720,15 @@ class Lowerer {
       d.next.push_back(tensor(body, body.outputs[body_first_out + i]));
       check_copy(n, d.state[i], d.next.back());
     }
-    const auto out_axes = attr_or("scan_output_axes", scan ? n_scan_out : 0, 0);
-    const auto out_dirs = attr_or("scan_output_directions", scan ? n_scan_out : 0, 0);
+    const size_t n_attr = scan && !batch ? n_scan_out : 0;  // Scan-8 stacks along axis 0
+    auto out_axes = attr_or("scan_output_axes", n_attr, 0);
+    auto out_dirs = attr_or("scan_output_directions", n_attr, 0);
+    out_axes.resize(n_scan_out, 0);
+    out_dirs.resize(n_scan_out, 0);
     for (size_t k = 0; k < n_scan_out; ++k) {
       rt::LoopScanOutput o;
       o.body = tensor(body, body.outputs[body_first_out + n_state + k]);
-      o.stacked = out_tensor(n_state + k);
+      o.stacked = !batch ? out_tensor(n_state + k) : k < batch->stacked.size() ? batch->stacked[k] : kNone;
       if (scan) {
         const int64_t rank = static_cast<int64_t>(out_.program.tensors[o.body].dims.size()) + 1;
         const int64_t axis = out_axes[k] < 0 ? out_axes[k] + rank : out_axes[k];
@@ -749,6 +758,69 @@ class Lowerer {
     std::vector<uint32_t> exit_writes = d.final;
     for (const auto& o : d.scan_outputs) exit_writes.push_back(o.stacked);
     add_insn(rt::Opcode::LoopExit, {li}, -1, d.state, exit_writes);
+    out_.program.loops[li] = std::move(d);
+  }
+
+  // Scan-8 (opset 8): inputs and outputs have a leading batch axis, and the body runs over the
+  // sequence of each batch element. Lowered as an outer loop over the batch (slicing the
+  // initial states and scan inputs along axis 0, stacking the results along axis 0) around the
+  // Scan of one element. Variable sequence lengths are not supported.
+  void lower_scan8(const Graph& g, const Node& n) {
+    if (n.input(0) != kNoValue)
+      fail(ExitCode::kUnsupported, "Scan node '", n.name, "' (opset ", n.opset,
+           "): sequence_lens is not supported; omit it so that every sequence has the full length");
+    const size_t n_scan_in = static_cast<size_t>(n.attr_int("num_scan_inputs", 0));
+    if (n.inputs.size() < 1 + n_scan_in)
+      fail(ExitCode::kInvalidModel, "Scan node '", n.name, "' has too few inputs");
+    const size_t n_state = n.inputs.size() - 1 - n_scan_in;
+    if (n.outputs.size() < n_state)
+      fail(ExitCode::kInvalidModel, "Scan node '", n.name, "' has fewer outputs than states");
+    rt::LoopDesc d;
+    d.kind = rt::LoopKind::kScan;
+    d.name = n.name + ".batch";
+    d.counter = add_tensor(d.name + ".iteration", DType::Int64, rt::TensorKind::kIntermediate, {});
+    const uint32_t li = static_cast<uint32_t>(out_.program.loops.size());
+    out_.program.loops.emplace_back();
+    loop_stack_.push_back(li);
+    // One batch element of tensor t: its dims without the leading batch axis.
+    auto element = [&](uint32_t t, const std::string& name) {
+      const rt::TensorDesc& desc = out_.program.tensors[t];
+      if (desc.dims.empty())
+        fail(ExitCode::kInvalidModel, "Scan node '", n.name, "': '", desc.name, "' has no batch axis");
+      const Shape tail(shapes_[t].begin() + 1, shapes_[t].end());
+      return add_tensor(name, desc.dtype, rt::TensorKind::kIntermediate, tail);
+    };
+    BatchSlices b;
+    std::vector<uint32_t> test_reads = {d.counter}, test_writes, next_reads = {d.counter}, exit_writes;
+    for (size_t i = 1; i < n.inputs.size(); ++i) {
+      const uint32_t src = tensor(g, n.inputs[i]);
+      const uint32_t slice = element(src, out_.program.tensors[src].name + ".element");
+      d.scan_inputs.push_back({src, slice, 0, 0});
+      (i <= n_state ? b.init : b.sources).push_back(slice);
+      test_reads.push_back(src);
+      test_writes.push_back(slice);
+    }
+    for (size_t o = 0; o < n.outputs.size(); ++o) {
+      uint32_t per = kNone;
+      if (n.outputs[o] != kNoValue) {
+        const uint32_t out = tensor(g, n.outputs[o]);
+        per = element(out, out_.program.tensors[out].name + ".element");
+        d.scan_outputs.push_back({per, out, 0, 0});
+        next_reads.push_back(per);
+        exit_writes.push_back(out);
+      }
+      (o < n_state ? b.finals : b.stacked).push_back(per);
+    }
+    const int head = new_label(), exit = new_label();
+    add_insn(rt::Opcode::LoopInit, {li}, -1, {}, {d.counter});
+    add_label(head);
+    const size_t begin = add_insn(rt::Opcode::LoopTest, {li, static_cast<uint32_t>(exit)}, 1, test_reads, test_writes);
+    lower_loop(g, n, &b);
+    const size_t end = add_insn(rt::Opcode::LoopNext, {li, static_cast<uint32_t>(head)}, 1, next_reads, {d.counter});
+    loop_stack_.pop_back();
+    loop_ranges_.emplace_back(begin, end);
+    add_label(exit);
+    add_insn(rt::Opcode::LoopExit, {li}, -1, {}, exit_writes);
     out_.program.loops[li] = std::move(d);
   }
 

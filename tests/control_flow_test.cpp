@@ -416,6 +416,57 @@ TEST(ControlFlow, ScanWithAxesAndReversedInput) {
   EXPECT_EQ(dims, (std::vector<int64_t>{2, T}));
 }
 
+// Scan-8: a leading batch axis on states, scan inputs and outputs; each batch element is
+// scanned on its own (reversed here).
+onnx::ModelProto scan8_model(bool with_lengths) {
+  onnx::ModelProto m = test::make_model(8, 3);
+  auto* g = m.mutable_graph();
+  if (with_lengths) test::add_input(g, "lens", Tp::INT64, {"B"});
+  test::add_input(g, "sum0", Tp::FLOAT, {"B", 2});
+  test::add_input(g, "x", Tp::FLOAT, {"B", "T", 2});
+  auto* n = test::add_node(g, "Scan", {with_lengths ? "lens" : "", "sum0", "x"}, {"sum", "running"}, "scan8");
+  test::set_attr_int(n, "num_scan_inputs", 1);
+  test::set_attr_ints(n, "directions", {1});
+  auto* b = test::set_attr_graph(n, "body");
+  typed(b->add_input(), "s_in", Tp::FLOAT);
+  typed(b->add_input(), "row", Tp::FLOAT);
+  test::add_node(b, "Add", {"s_in", "row"}, {"s_out"}, "add");
+  test::add_node(b, "Identity", {"s_out"}, {"r_out"}, "id");
+  typed(b->add_output(), "s_out", Tp::FLOAT);
+  typed(b->add_output(), "r_out", Tp::FLOAT);
+  test::add_output(g, "sum", Tp::FLOAT, {"B", 2});
+  typed(g->add_output(), "running", Tp::FLOAT);
+  return m;
+}
+
+TEST(ControlFlow, Scan8ScansEachBatchElement) {
+  ModelPtr model = load(compile(scan8_model(false)));
+  ASSERT_TRUE(model);
+  SessionPtr s = open_session(model.get());
+  const int64_t B = 2, T = 3;
+  const std::vector<float> sum0 = {0, 100, 0, 200};
+  std::vector<float> x(B * T * 2);
+  for (size_t i = 0; i < x.size(); ++i) x[i] = static_cast<float>(i + 1);
+  ASSERT_TRUE(Ok(set_f32(s.get(), "sum0", {B, 2}, sum0)));
+  ASSERT_TRUE(Ok(set_f32(s.get(), "x", {B, T, 2}, x)));
+  ASSERT_TRUE(Ok(cuvil_session_run(s.get())));
+  std::vector<float> sum = sum0, running(B * T * 2);
+  for (int64_t b = 0; b < B; ++b)
+    for (int64_t j = 0; j < T; ++j)  // iteration j reads step T-1-j, output in iteration order
+      for (int c = 0; c < 2; ++c) {
+        sum[b * 2 + c] += x[(b * T + (T - 1 - j)) * 2 + c];
+        running[(b * T + j) * 2 + c] = sum[b * 2 + c];
+      }
+  std::vector<int64_t> dims;
+  EXPECT_EQ(output<float>(s.get(), 0), sum);
+  EXPECT_EQ(output<float>(s.get(), 1, &dims), running);
+  EXPECT_EQ(dims, (std::vector<int64_t>{B, T, 2}));
+}
+
+TEST(ControlFlow, Scan8SequenceLengthsAreRefusedClearly) {
+  EXPECT_TRUE(test::FailsWith([] { compile(scan8_model(true)); }, ExitCode::kUnsupported, {"sequence_lens", "scan8"}));
+}
+
 // ---- the verifier refuses broken loop records ----
 
 rt::Program lowered_loop_program(uint64_t* weights_size) {
