@@ -16,6 +16,7 @@
 #include "ir/printer.h"
 #include "ir/verifier.h"
 #include "passes/infer_shapes.h"
+#include "passes/pipeline.h"
 #include "runtime/disasm.h"
 #include "runtime/expr_eval.h"
 #include "runtime/package.h"
@@ -43,7 +44,7 @@ frontend::ImportOptions import_options(const std::vector<std::string>& dims) {
 Model load_and_infer(const std::string& path, const std::vector<std::string>& dims) {
   Model m = frontend::import_onnx_file(path, import_options(dims));
   verify_model(m);
-  infer_shapes(m);
+  run_passes(m);
   return m;
 }
 

@@ -10,6 +10,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <memory>
@@ -203,6 +204,34 @@ TEST_F(CliRun, StaticInputsNeedNoOption) {
   RunResult r = run_binary(tmp_.path(), CUVIL_RUN, {pkg});
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_MENTIONS(r.out, "c: f32[2, 2]");
+}
+
+// A real exporter's control flow: torch 1.13 scripted loop with an If and a list that is
+// appended to and stacked (testdata/scripts/export_loop_append.py), against ONNX Runtime.
+TEST(CliRunModels, TorchScriptedLoopMatchesOnnxRuntime) {
+  TempDir tmp;
+  const std::string dir = std::string(CUVIL_SOURCE_DIR) + "/testdata/models/";
+  const std::string pkg = tmp.file("loop_append.cuvir");
+  RunResult c = run_binary(tmp.path(), CUVIL_CUVILC, {"compile", dir + "loop_append.onnx", "-o", pkg});
+  ASSERT_EQ(c.exit_code, 0) << c.err;
+  const std::string out_dir = tmp.file("out");
+  RunResult r = run_binary(tmp.path(), CUVIL_RUN,
+                           {pkg, "--input", "x=" + dir + "loop_append_x.npy", "--output-dir", out_dir});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  for (const char* name : {"h", "hs"}) {
+    const Npy want = read_npy_file(dir + "loop_append_" + name + ".npy");
+    const Npy got = read_npy_file(out_dir + "/" + name + ".npy");
+    auto shape_of = [](const std::string& header) {  // "'shape': (6, 5)" without spaces
+      std::string s = header.substr(header.find("'shape'"));
+      s = s.substr(0, s.find(')') + 1);
+      s.erase(std::remove(s.begin(), s.end(), ' '), s.end());
+      return s;
+    };
+    EXPECT_EQ(shape_of(got.header), shape_of(want.header)) << name;
+    const std::vector<float> w = values<float>(want.data), g = values<float>(got.data);
+    ASSERT_EQ(g.size(), w.size()) << name;
+    for (size_t i = 0; i < w.size(); ++i) EXPECT_NEAR(g[i], w[i], 1e-5f + 1e-4f * std::fabs(w[i])) << name << "[" << i << "]";
+  }
 }
 
 TEST_F(CliRun, Bench) {

@@ -11,14 +11,14 @@
 #include "codegen/lower.h"
 #include "codegen/package_builder.h"
 #include "frontend/onnx_import.h"
-#include "passes/infer_shapes.h"
+#include "passes/pipeline.h"
 
 namespace cuvil {
 namespace {
 
 std::vector<uint8_t> compile_bytes(const std::string& path) {
   Model m = frontend::import_onnx_file(path);
-  infer_shapes(m);
+  run_passes(m);
   return codegen::build_package(m, codegen::lower_model(m));
 }
 

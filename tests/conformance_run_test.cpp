@@ -22,7 +22,7 @@
 #include "frontend/tensor_proto.h"
 #include "ir/verifier.h"
 #include "kernel_harness.h"
-#include "passes/infer_shapes.h"
+#include "passes/pipeline.h"
 #include "runtime/package.h"
 #include "runtime/session.h"
 
@@ -72,7 +72,7 @@ std::string op_label(const Graph& g) {
 }
 
 std::string run_case(const fs::path& dir, Model& m) {
-  infer_shapes(m);
+  run_passes(m);
   codegen::LoweredModel lowered = codegen::lower_model(m);
   std::vector<uint8_t> bytes = codegen::build_package(m, lowered);
   std::shared_ptr<rt::LoadedPackage> pkg;

@@ -15,6 +15,7 @@
 
 #include "runtime/program.h"
 #include "runtime/verifier.h"
+#include "passes/infer_shapes.h"
 #include "runtime_harness.h"
 
 namespace cuvil {

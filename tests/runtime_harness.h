@@ -1,5 +1,5 @@
 // Helpers for tests that compile small ONNX models in-process (import -> verify ->
-// infer_shapes -> lower -> build_package), load them through the public C API and run them.
+// run_passes -> lower -> build_package), load them through the public C API and run them.
 #pragma once
 
 #include <gtest/gtest.h>
@@ -17,7 +17,7 @@
 #include "frontend/onnx_import.h"
 #include "ir/verifier.h"
 #include "onnx_builder.h"
-#include "passes/infer_shapes.h"
+#include "passes/pipeline.h"
 
 namespace cuvil::test {
 
@@ -35,7 +35,7 @@ inline std::vector<uint8_t> compile(const onnx::ModelProto& m, const std::vector
   for (const auto& d : dims) options.dims.push_back(frontend::parse_dim_option(d));
   Model model = frontend::import_onnx_bytes(bytes, "", options, "test.onnx");
   verify_model(model);
-  infer_shapes(model);
+  run_passes(model);
   frontend::check_supported(model);
   codegen::LowerOptions lo;
   lo.fuse_elementwise = fuse;

@@ -1,0 +1,13 @@
+#include "passes/pipeline.h"
+
+#include "passes/infer_shapes.h"
+#include "passes/loop_sequences.h"
+
+namespace cuvil {
+
+void run_passes(Model& model) {
+  loop_sequences_to_scans(model);
+  infer_shapes(model);
+}
+
+}  // namespace cuvil
