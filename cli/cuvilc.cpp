@@ -83,7 +83,8 @@ int inspect_package(const std::string& path, bool disasm) {
   const std::string* total = pkg->manifest().find("intermediate_bytes");
   std::cout << (total ? *total : std::string("?")) << " bytes\n";
   std::cout << "program: " << p.tensors.size() << " tensors, " << p.nodes.size() << " op calls, "
-            << p.kernels.size() << " tile kernels, " << p.code.size() << " code words\n";
+            << p.kernels.size() << " tile kernels, " << p.loops.size() << " loops, " << p.code.size()
+            << " code words\n";
   if (!pkg->report().empty()) std::cout << "report:\n" << pkg->report();
   if (disasm) std::cout << rt::disassemble(p);
   return 0;
