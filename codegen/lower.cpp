@@ -622,6 +622,16 @@ class Lowerer {
            dtype_name(a.dtype), ", rank ", a.dims.size(), ")");
   }
 
+  // A Scan axis attribute (negative counts from the end) checked against `rank`.
+  static uint32_t scan_axis(const Node& n, const char* what, int64_t axis, size_t rank) {
+    const int64_t r = static_cast<int64_t>(rank);
+    const int64_t a = axis < 0 ? axis + r : axis;
+    if (a < 0 || a >= r)
+      fail(ExitCode::kInvalidModel, "Scan node '", n.name, "': scan ", what, " axis ", axis,
+           " is out of range for rank ", r);
+    return static_cast<uint32_t>(a);
+  }
+
   // Scan-8 runs its body over one batch element at a time: the tensors of that element, which
   // an enclosing loop over the batch axis slices and stacks (lower_scan8).
   struct BatchSlices {
@@ -690,12 +700,7 @@ class Lowerer {
         in.source = batch ? batch->sources[j] : tensor(g, n.inputs[first_state + n_state + j]);
         in.slice = add_tensor(v, rt::TensorKind::kIntermediate, complete_shape(v));
         tensor_of_[{&body, body.inputs[n_state + j]}] = in.slice;
-        const int64_t rank = static_cast<int64_t>(out_.program.tensors[in.source].dims.size());
-        const int64_t axis = axes[j] < 0 ? axes[j] + rank : axes[j];
-        if (axis < 0 || axis >= rank)
-          fail(ExitCode::kInvalidModel, "Scan node '", n.name, "': scan input axis ", axes[j],
-               " is out of range for rank ", rank);
-        in.axis = static_cast<uint32_t>(axis);
+        in.axis = scan_axis(n, "input", axes[j], out_.program.tensors[in.source].dims.size());
         in.reverse = dirs[j] != 0;
         d.scan_inputs.push_back(in);
       }
@@ -730,12 +735,7 @@ class Lowerer {
       o.body = tensor(body, body.outputs[body_first_out + n_state + k]);
       o.stacked = !batch ? out_tensor(n_state + k) : k < batch->stacked.size() ? batch->stacked[k] : kNone;
       if (scan) {
-        const int64_t rank = static_cast<int64_t>(out_.program.tensors[o.body].dims.size()) + 1;
-        const int64_t axis = out_axes[k] < 0 ? out_axes[k] + rank : out_axes[k];
-        if (axis < 0 || axis >= rank)
-          fail(ExitCode::kInvalidModel, "Scan node '", n.name, "': scan output axis ", out_axes[k],
-               " is out of range for rank ", rank);
-        o.axis = static_cast<uint32_t>(axis);
+        o.axis = scan_axis(n, "output", out_axes[k], out_.program.tensors[o.body].dims.size() + 1);
         o.reverse = out_dirs[k] != 0;
       }
       if (o.stacked != kNone) {

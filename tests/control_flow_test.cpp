@@ -34,11 +34,7 @@ using test::set_f32;
 
 constexpr cuvil_dtype kBool = 9, kI64 = 7;
 
-// A graph input/output with an element type and no shape (bodies leave shapes to inference).
-void typed(onnx::ValueInfoProto* vi, const std::string& name, int32_t elem) {
-  vi->set_name(name);
-  vi->mutable_type()->mutable_tensor_type()->set_elem_type(elem);
-}
+using test::typed;
 
 // Input data is borrowed until the run returns, so scalars live in storage that outlives it.
 cuvil_status set_bool(cuvil_session* s, const char* name, bool v) {

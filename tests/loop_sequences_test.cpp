@@ -24,10 +24,7 @@ using test::output;
 using test::SessionPtr;
 using test::set_f32;
 
-void typed(onnx::ValueInfoProto* vi, const std::string& name, int32_t elem) {
-  vi->set_name(name);
-  vi->mutable_type()->mutable_tensor_type()->set_elem_type(elem);
-}
+using test::typed;
 
 // for i in range(M): h = h + x; outs.append(h * i); also a scan output h; return h, stack(outs), scanned
 // `extra_use` adds SequenceLength(final sequence) as another output, which must block the rewrite.

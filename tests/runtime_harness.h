@@ -24,6 +24,13 @@ namespace cuvil::test {
 using Tp = onnx::TensorProto;
 inline constexpr cuvil_dtype kF32 = 1, kI64 = 7;
 
+// A graph input/output with an element type and no shape (subgraph bodies leave their shapes
+// to inference).
+inline void typed(onnx::ValueInfoProto* vi, const std::string& name, int32_t elem) {
+  vi->set_name(name);
+  vi->mutable_type()->mutable_tensor_type()->set_elem_type(elem);
+}
+
 // ---- compiling and loading ----
 
 // Compiles `m` the way `cuvilc compile` does. `dims` are --dim options ("batch=1:4").
