@@ -200,6 +200,9 @@ Status Session::loop_next(uint32_t li) {
   }
   int64_t cond = 1;
   if (l.cond_next != kNone) CUVIL_RETURN_IF_ERROR(read_scalar(l.cond_next, "condition", &cond));
+  if (l.cond != kNone && !ready_[l.cond])
+    return make_status(StatusCode::kRuntime, who, ": condition '", program_.tensors[l.cond].name,
+                       "' has no value (LoopNext before LoopInit?)");
   start_iteration(l);
   for (size_t s = 0; s < l.state.size(); ++s)
     CUVIL_RETURN_IF_ERROR(write_tensor(l.state[s], next[s].dims, next[s].data, who + " state"));
