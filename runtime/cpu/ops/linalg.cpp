@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "runtime/cpu/ops/kernel_util.h"
+#include "runtime/cpu/ops/quant_params.h"
 
 // An AVX2+FMA clone of the micro kernel, picked at load time by CPU features (x86-64-v3 is a
 // feature level, unlike arch=haswell, which tests the CPU model and never matches AMD parts).
@@ -454,37 +455,6 @@ Status kernel_Gemm(OpContext& ctx) {
 }
 
 // ---- MatMulInteger / QLinearMatMul ---------------------------------------------------------
-
-namespace {
-
-bool is_8bit_int(DType t) { return t == DType::Int8 || t == DType::UInt8; }
-
-// A quantisation parameter that is a scalar or one value per row/column (count values).
-Status read_quant_param(OpContext& ctx, const TensorView* t, const char* what, int64_t count,
-                        std::vector<double>* out, double fallback) {
-  out->clear();
-  if (!t) {
-    out->push_back(fallback);
-    return Status::ok();
-  }
-  const int64_t n = t->numel();
-  if (n != 1 && n != count)
-    return ctx.error(StatusCode::kInvalidArgument, what, " must be a scalar or have ", count,
-                     " elements, got ", dims_string(t->dims));
-  if (!visit_dtype<kNumericTypes>(t->dtype, [](auto) {}))
-    return ctx.error(StatusCode::kInvalidArgument, what, " has unsupported dtype ", dtype_name(t->dtype));
-  for (int64_t i = 0; i < n; ++i) out->push_back(load_as_double(*t, i));
-  return Status::ok();
-}
-
-inline double per(const std::vector<double>& v, int64_t i) { return v.size() == 1 ? v[0] : v[i]; }
-
-int32_t load_int8ish(const TensorView& t, int64_t i) {
-  return t.dtype == DType::Int8 ? static_cast<int32_t>(t.as<int8_t>()[i])
-                                : static_cast<int32_t>(t.as<uint8_t>()[i]);
-}
-
-}  // namespace
 
 Status kernel_MatMulInteger(OpContext& ctx) {
   const TensorView* a = ctx.input(0);

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "runtime/cpu/ops/kernel_util.h"
+#include "runtime/cpu/ops/quant_params.h"
 
 namespace cuvil::rt::ops {
 namespace {
@@ -452,33 +453,6 @@ Status kernel_Conv(OpContext& ctx) {
 
 namespace {
 
-bool is_8bit_int(DType t) { return t == DType::Int8 || t == DType::UInt8; }
-
-int32_t load_int8ish(const TensorView& t, int64_t i) {
-  return t.dtype == DType::Int8 ? static_cast<int32_t>(t.as<int8_t>()[i])
-                                : static_cast<int32_t>(t.as<uint8_t>()[i]);
-}
-
-// A scalar or per-channel quantisation parameter.
-Status read_qparam(OpContext& ctx, const TensorView* t, const char* what, int64_t count,
-                   std::vector<double>* out, double fallback) {
-  out->clear();
-  if (!t) {
-    out->push_back(fallback);
-    return Status::ok();
-  }
-  const int64_t n = t->numel();
-  if (n != 1 && n != count)
-    return ctx.error(StatusCode::kInvalidArgument, what, " must be a scalar or have ", count,
-                     " elements, got ", dims_string(t->dims));
-  if (!visit_dtype<kNumericTypes>(t->dtype, [](auto) {}))
-    return ctx.error(StatusCode::kInvalidArgument, what, " has unsupported dtype ", dtype_name(t->dtype));
-  for (int64_t i = 0; i < n; ++i) out->push_back(load_as_double(*t, i));
-  return Status::ok();
-}
-
-inline double per(const std::vector<double>& v, int64_t i) { return v.size() == 1 ? v[0] : v[i]; }
-
 // acc[n, m, p] = sum (x - x_zp) * (w - w_zp[m]) over the window, in int32.
 void conv_integer_core(OpContext& ctx, const ConvShape& s, const TensorView& x, const TensorView& w,
                        int32_t x_zp, const std::vector<double>& w_zp, int32_t* acc) {
@@ -529,8 +503,8 @@ Status kernel_ConvInteger(OpContext& ctx) {
   ConvShape s;
   CUVIL_RETURN_IF_ERROR(conv_shape(ctx, *x, *w, &s));
   std::vector<double> xzp, wzp;
-  CUVIL_RETURN_IF_ERROR(read_qparam(ctx, ctx.input(2), "x_zero_point", 1, &xzp, 0));
-  CUVIL_RETURN_IF_ERROR(read_qparam(ctx, ctx.input(3), "w_zero_point", s.m, &wzp, 0));
+  CUVIL_RETURN_IF_ERROR(read_quant_param(ctx, ctx.input(2), "x_zero_point", 1, &xzp, 0));
+  CUVIL_RETURN_IF_ERROR(read_quant_param(ctx, ctx.input(3), "w_zero_point", s.m, &wzp, 0));
   TensorView* y = nullptr;
   CUVIL_RETURN_IF_ERROR(ctx.allocate_output(0, DType::Int32, s.out_dims, &y));
   conv_integer_core(ctx, s, *x, *w, static_cast<int32_t>(xzp[0]), wzp, y->as<int32_t>());
@@ -549,12 +523,12 @@ Status kernel_QLinearConv(OpContext& ctx) {
   ConvShape s;
   CUVIL_RETURN_IF_ERROR(conv_shape(ctx, *x, *w, &s));
   std::vector<double> xs, xzp, ws, wzp, ys, yzp;
-  CUVIL_RETURN_IF_ERROR(read_qparam(ctx, ctx.input(1), "x_scale", 1, &xs, 1));
-  CUVIL_RETURN_IF_ERROR(read_qparam(ctx, ctx.input(2), "x_zero_point", 1, &xzp, 0));
-  CUVIL_RETURN_IF_ERROR(read_qparam(ctx, ctx.input(4), "w_scale", s.m, &ws, 1));
-  CUVIL_RETURN_IF_ERROR(read_qparam(ctx, ctx.input(5), "w_zero_point", s.m, &wzp, 0));
-  CUVIL_RETURN_IF_ERROR(read_qparam(ctx, ctx.input(6), "y_scale", 1, &ys, 1));
-  CUVIL_RETURN_IF_ERROR(read_qparam(ctx, yzt, "y_zero_point", 1, &yzp, 0));
+  CUVIL_RETURN_IF_ERROR(read_quant_param(ctx, ctx.input(1), "x_scale", 1, &xs, 1));
+  CUVIL_RETURN_IF_ERROR(read_quant_param(ctx, ctx.input(2), "x_zero_point", 1, &xzp, 0));
+  CUVIL_RETURN_IF_ERROR(read_quant_param(ctx, ctx.input(4), "w_scale", s.m, &ws, 1));
+  CUVIL_RETURN_IF_ERROR(read_quant_param(ctx, ctx.input(5), "w_zero_point", s.m, &wzp, 0));
+  CUVIL_RETURN_IF_ERROR(read_quant_param(ctx, ctx.input(6), "y_scale", 1, &ys, 1));
+  CUVIL_RETURN_IF_ERROR(read_quant_param(ctx, yzt, "y_zero_point", 1, &yzp, 0));
   if (!(ys[0] > 0) || !std::isfinite(ys[0]))
     return ctx.error(StatusCode::kInvalidArgument, "y_scale must be positive and finite, got ", ys[0]);
   if (b && (b->dtype != DType::Int32 || b->numel() != s.m))
