@@ -5,13 +5,13 @@
 #include <gtest/gtest.h>
 #include <dirent.h>
 #include <sys/stat.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <set>
 #include <string>
 
 #include "onnx_builder.h"
+#include "run_tool.h"
 
 namespace cuvil {
 namespace {
@@ -19,33 +19,12 @@ namespace {
 using test::TempDir;
 using Tp = onnx::TensorProto;
 
-struct RunResult {
-  int exit_code = -1;  // -1: did not exit normally
-  std::string out, err;
-};
+using test::RunResult;
 
-std::string shell_quote(const std::string& s) {
-  std::string q = "'";
-  for (char c : s) q += c == '\'' ? std::string("'\\''") : std::string(1, c);
-  return q + "'";
-}
-
-// Runs `cuvilc <args>` (each argument quoted) with a 60 s limit; `prefix` goes before the
-// binary (e.g. a setpriv invocation). stdout and stderr are captured through files in `dir`.
+// Runs `cuvilc <args>`; `prefix` goes before the binary (e.g. a setpriv invocation).
 RunResult run_cuvilc(const std::string& dir, const std::vector<std::string>& args,
                      const std::string& prefix = "") {
-  const std::string out = dir + "/.stdout", err = dir + "/.stderr";
-  std::string cmd = "timeout 60 " + prefix + shell_quote(CUVIL_CUVILC);
-  for (const auto& a : args) cmd += " " + shell_quote(a);
-  cmd += " >" + shell_quote(out) + " 2>" + shell_quote(err) + " </dev/null";
-  int status = std::system(cmd.c_str());
-  RunResult r;
-  if (status != -1 && WIFEXITED(status)) r.exit_code = WEXITSTATUS(status);
-  r.out = test::read_bytes(out);
-  r.err = test::read_bytes(err);
-  unlink(out.c_str());
-  unlink(err.c_str());
-  return r;
+  return test::run_tool(dir, CUVIL_CUVILC, args, prefix);
 }
 
 std::set<std::string> list_dir(const std::string& dir) {

@@ -7,7 +7,6 @@
 // The .npy files are written and read with a small independent codec (not cli/npy.cpp), so
 // the test also checks that cuvil-run speaks the format NumPy does.
 #include <gtest/gtest.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -18,6 +17,7 @@
 #include <vector>
 
 #include "onnx_builder.h"
+#include "run_tool.h"
 #include "runtime/package.h"
 
 namespace cuvil {
@@ -26,31 +26,8 @@ namespace {
 using test::TempDir;
 using Tp = onnx::TensorProto;
 
-struct RunResult {
-  int exit_code = -1;  // -1: did not exit normally (e.g. a crash)
-  std::string out, err;
-};
-
-std::string shell_quote(const std::string& s) {
-  std::string q = "'";
-  for (char c : s) q += c == '\'' ? std::string("'\\''") : std::string(1, c);
-  return q + "'";
-}
-
-RunResult run_binary(const std::string& dir, const char* binary, const std::vector<std::string>& args) {
-  const std::string out = dir + "/.stdout", err = dir + "/.stderr";
-  std::string cmd = "timeout 60 " + shell_quote(binary);
-  for (const auto& a : args) cmd += " " + shell_quote(a);
-  cmd += " >" + shell_quote(out) + " 2>" + shell_quote(err) + " </dev/null";
-  int status = std::system(cmd.c_str());
-  RunResult r;
-  if (status != -1 && WIFEXITED(status)) r.exit_code = WEXITSTATUS(status);
-  r.out = test::read_bytes(out);
-  r.err = test::read_bytes(err);
-  unlink(out.c_str());
-  unlink(err.c_str());
-  return r;
-}
+using test::RunResult;
+using test::run_tool;
 
 #define EXPECT_MENTIONS(text, needle) \
   EXPECT_NE((text).find(needle), std::string::npos) << "missing '" << (needle) << "' in:\n" << (text)
@@ -138,14 +115,14 @@ class CliRun : public ::testing::Test {
  protected:
   void SetUp() override {
     package_ = tmp_.file("tiny.cuvir");
-    RunResult r = run_binary(tmp_.path(), CUVIL_CUVILC,
+    RunResult r = run_tool(tmp_.path(), CUVIL_CUVILC,
                              {"compile", test::write_model(tmp_.path(), tiny_model(), "tiny.onnx"), "-o", package_,
                               "--dim", "batch=1:8"});
     ASSERT_EQ(r.exit_code, 0) << r.err;
   }
   RunResult run(std::vector<std::string> args) {
     args.insert(args.begin(), package_);
-    return run_binary(tmp_.path(), CUVIL_RUN, args);
+    return run_tool(tmp_.path(), CUVIL_RUN, args);
   }
   TempDir tmp_;
   std::string package_;
@@ -198,10 +175,10 @@ TEST_F(CliRun, RandomInputFromShape) {
 
 TEST_F(CliRun, StaticInputsNeedNoOption) {
   std::string pkg = tmp_.file("static.cuvir");
-  RunResult c = run_binary(tmp_.path(), CUVIL_CUVILC,
+  RunResult c = run_tool(tmp_.path(), CUVIL_CUVILC,
                            {"compile", test::write_model(tmp_.path(), static_model(), "static.onnx"), "-o", pkg});
   ASSERT_EQ(c.exit_code, 0) << c.err;
-  RunResult r = run_binary(tmp_.path(), CUVIL_RUN, {pkg});
+  RunResult r = run_tool(tmp_.path(), CUVIL_RUN, {pkg});
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_MENTIONS(r.out, "c: f32[2, 2]");
 }
@@ -320,7 +297,7 @@ TEST_F(CliRun, CorruptPackageNamesTheSection) {
     bad[s.offset + s.size / 2] ^= 0x10;
     const std::string path = tmp_.file("corrupt_" + name + ".cuvir");
     test::write_bytes(path, bad);
-    RunResult r = run_binary(tmp_.path(), CUVIL_RUN, {path, "--shape", "x=1x3"});
+    RunResult r = run_tool(tmp_.path(), CUVIL_RUN, {path, "--shape", "x=1x3"});
     EXPECT_EQ(r.exit_code, 3) << name << ": " << r.err;
     EXPECT_MENTIONS(r.err, name);
     EXPECT_MENTIONS(r.err, "checksum");
@@ -329,26 +306,26 @@ TEST_F(CliRun, CorruptPackageNamesTheSection) {
   EXPECT_GE(flipped, 3);
   // Truncated and empty packages are invalid too.
   test::write_bytes(tmp_.file("short.cuvir"), bytes.substr(0, bytes.size() / 2));
-  RunResult r = run_binary(tmp_.path(), CUVIL_RUN, {tmp_.file("short.cuvir"), "--shape", "x=1x3"});
+  RunResult r = run_tool(tmp_.path(), CUVIL_RUN, {tmp_.file("short.cuvir"), "--shape", "x=1x3"});
   EXPECT_EQ(r.exit_code, 3) << r.err;
   test::write_bytes(tmp_.file("empty.cuvir"), "");
-  r = run_binary(tmp_.path(), CUVIL_RUN, {tmp_.file("empty.cuvir")});
+  r = run_tool(tmp_.path(), CUVIL_RUN, {tmp_.file("empty.cuvir")});
   EXPECT_EQ(r.exit_code, 3) << r.err;
   EXPECT_MENTIONS(r.err, "empty");
 }
 
 TEST_F(CliRun, MissingPackageIsAnIoError) {
-  RunResult r = run_binary(tmp_.path(), CUVIL_RUN, {tmp_.file("missing.cuvir"), "--shape", "x=1x3"});
+  RunResult r = run_tool(tmp_.path(), CUVIL_RUN, {tmp_.file("missing.cuvir"), "--shape", "x=1x3"});
   EXPECT_EQ(r.exit_code, 5) << r.err;
   EXPECT_MENTIONS(r.err, tmp_.file("missing.cuvir"));
   // A directory is not a package either.
-  r = run_binary(tmp_.path(), CUVIL_RUN, {tmp_.path(), "--shape", "x=1x3"});
+  r = run_tool(tmp_.path(), CUVIL_RUN, {tmp_.path(), "--shape", "x=1x3"});
   EXPECT_EQ(r.exit_code, 5) << r.err;
   EXPECT_MENTIONS(r.err, tmp_.path());
 }
 
 TEST_F(CliRun, UsageErrors) {
-  RunResult r = run_binary(tmp_.path(), CUVIL_RUN, {});
+  RunResult r = run_tool(tmp_.path(), CUVIL_RUN, {});
   EXPECT_EQ(r.exit_code, 2) << r.err;
   r = run({"--input", "x"});
   EXPECT_EQ(r.exit_code, 2) << r.err;

@@ -173,7 +173,9 @@ TEST(Conformance, BackendTestDataEndToEnd) {
   std::printf("[conformance] %d passed, %d failed over %d applicable cases (%d not applicable)\n", passed,
               failed, passed + failed, skipped);
   std::printf("[conformance] report: %s/conformance_report.txt\n", fs::current_path().c_str());
-  if (!filter) EXPECT_GE(passed, read_floor()) << "conformance dropped below the ratchet";
+  if (!filter) {
+    EXPECT_GE(passed, read_floor()) << "conformance dropped below the ratchet";
+  }
 }
 
 }  // namespace

@@ -159,7 +159,9 @@ TEST(KernelConformance, SingleNodeBackendCases) {
   std::printf("[kernels] %d passed, %d failed, %d without kernel (%d multi-node/excluded cases skipped)\n",
               passed, failed, no_kernel, skipped);
   std::printf("[kernels] report: %s/kernel_conformance_report.txt\n", fs::current_path().c_str());
-  if (!filter) EXPECT_GE(passed, read_floor()) << "kernel conformance dropped below the ratchet";
+  if (!filter) {
+    EXPECT_GE(passed, read_floor()) << "kernel conformance dropped below the ratchet";
+  }
 }
 
 }  // namespace

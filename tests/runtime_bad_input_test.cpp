@@ -200,11 +200,13 @@ TEST_F(BadRuntimeInput, ZeroSizeDimsGiveEmptyOutputs) {
       EXPECT_EQ(info.dims[1], 3);
       EXPECT_STREQ(info.shape, "[0, 3]");
       EXPECT_TRUE(Ok(cuvil_session_copy_output(s.get(), 0, nullptr, 0)));
-      // And a non-empty run right after.
+      // And a non-empty run right after. The input data is borrowed until the run returns,
+      // so it must outlive the set_input call (a temporary here was a use-after-free).
+      const std::vector<float> x = {-1.f, 0.5f, 2.f};
       for (size_t i = 0; i < n_in; ++i) {
         cuvil_tensor_info in;
         ASSERT_TRUE(Ok(cuvil_model_input_info(model.get(), i, &in)));
-        ASSERT_TRUE(Ok(set_f32(s.get(), in.name, {1, 3}, {-1.f, 0.5f, 2.f})));
+        ASSERT_TRUE(Ok(set_f32(s.get(), in.name, {1, 3}, x)));
       }
       ASSERT_TRUE(Ok(cuvil_session_run(s.get())));
       EXPECT_EQ(output<float>(s.get(), 0).size(), 3u);
@@ -258,7 +260,8 @@ TEST_F(BadRuntimeInput, InputsMustBeSetAgainForEachRun) {
   expect_valid_run();
   EXPECT_TRUE(Fails(cuvil_session_run(session_.get()), CUVIL_INVALID_ARGUMENT, {"'x'", "not set"}));
   // Also after a failed run.
-  ASSERT_TRUE(Ok(set_f32(session_.get(), "x", {5, 3}, std::vector<float>(15, 1.f))));
+  const std::vector<float> too_many(15, 1.f);  // borrowed until the run returns
+  ASSERT_TRUE(Ok(set_f32(session_.get(), "x", {5, 3}, too_many)));
   EXPECT_TRUE(Fails(cuvil_session_run(session_.get()), CUVIL_SHAPE));
   EXPECT_TRUE(Fails(cuvil_session_run(session_.get()), CUVIL_INVALID_ARGUMENT, {"'x'", "not set"}));
   expect_valid_run();

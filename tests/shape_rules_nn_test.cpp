@@ -6,10 +6,8 @@
 // expect a Diagnostic naming the node and the offending attribute.
 #include <gtest/gtest.h>
 
-#include <cstring>
 
-#include "passes/infer_shapes.h"
-#include "support/error.h"
+#include "shape_test_util.h"
 
 namespace cuvil {
 namespace {
@@ -18,41 +16,12 @@ using sym::DimExpr;
 
 DimExpr S(const char* name) { return DimExpr::symbol(name); }
 
-Attribute int_attr(int64_t v) {
-  Attribute a;
-  a.kind = Attribute::Kind::Int;
-  a.i = v;
-  return a;
-}
-Attribute ints_attr(std::vector<int64_t> v) {
-  Attribute a;
-  a.kind = Attribute::Kind::Ints;
-  a.ints = std::move(v);
-  return a;
-}
-Attribute string_attr(std::string v) {
-  Attribute a;
-  a.kind = Attribute::Kind::String;
-  a.s = std::move(v);
-  return a;
-}
-Attribute graph_attr(std::shared_ptr<Graph> g) {
-  Attribute a;
-  a.kind = Attribute::Kind::Graph;
-  a.g = std::move(g);
-  return a;
-}
+using shape_test::graph_attr;
+using shape_test::int_attr;
+using shape_test::ints_attr;
+using shape_test::string_attr;
 
-std::string dims(const Value& v) {
-  if (!v.shape) return "<rank?>";
-  std::string out = "[";
-  for (size_t i = 0; i < v.shape->size(); ++i) {
-    if (i) out += ", ";
-    const Dim& d = (*v.shape)[i];
-    out += d ? d->to_string() : "?";
-  }
-  return out + "]";
-}
+std::string dims(const Value& v) { return shape_test::shape_string(v); }
 
 std::string dims(std::initializer_list<Dim> expected) {
   Value v;
@@ -73,16 +42,13 @@ class GraphBuilder {
     return id;
   }
   ValueId ints(const std::string& name, std::vector<int64_t> values, bool as_scalar = false) {
-    auto t = std::make_shared<TensorData>();
-    t->dtype = DType::Int64;
-    if (!as_scalar) t->dims = {static_cast<int64_t>(values.size())};
-    t->bytes.resize(values.size() * sizeof(int64_t));
-    if (!values.empty()) std::memcpy(t->bytes.data(), values.data(), t->bytes.size());
+    const int64_t n = static_cast<int64_t>(values.size());
     ValueId id = g_->add_value(name);
     Value& v = g_->value(id);
     v.dtype = DType::Int64;
-    v.shape = as_scalar ? Shape{} : Shape{DimExpr(static_cast<int64_t>(values.size()))};
-    v.data = t;
+    v.shape = as_scalar ? Shape{} : Shape{DimExpr(n)};
+    v.data = shape_test::tensor<int64_t>(DType::Int64, as_scalar ? std::vector<int64_t>{} : std::vector<int64_t>{n},
+                                         std::move(values));
     v.is_initializer = true;
     return id;
   }

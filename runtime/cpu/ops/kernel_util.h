@@ -1,10 +1,12 @@
 // Helpers shared by the whole-tensor CPU kernels (runtime/cpu/ops/*.cpp): 16-bit float storage
 // types that convert through float, float8 encode/decode, dtype -> C++ type dispatch, saturating
 // conversions, wrapping integer arithmetic, numpy broadcasting of shapes and strides, axis
-// normalisation, parallel loops with lambdas and reading small integer tensors (axes, k).
+// normalisation, parallel loops with lambdas, reading small integer tensors (axes, k), and the
+// raw-element copies and size-checked output allocation of the data-movement kernels.
 // Header-only; every kernel family uses it, so keep the API stable (add, do not change).
 #pragma once
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
@@ -432,6 +434,96 @@ inline bool read_scalar(const TensorView* t, double* out) {
   if (!t || t->numel() != 1) return false;
   *out = load_as_double(*t, 0);
   return !(std::isnan(*out) && !dtype_is_float(t->dtype));
+}
+
+// Product of dims[begin, end) (clamped to the rank); callers have checked the dims already.
+inline int64_t product(const std::vector<int64_t>& dims, size_t begin = 0, size_t end = SIZE_MAX) {
+  int64_t p = 1;
+  for (size_t i = begin; i < end && i < dims.size(); ++i) p *= dims[i];
+  return p;
+}
+
+// ---- raw elements and checked outputs (movement.cpp, tensor.cpp) ------------------------------
+// Kernels that only move data work on raw elements of any fixed-size dtype: whole bytes with
+// memcpy, 4-bit types nibble by nibble (element i is the low nibble of byte i/2 when i is even).
+
+// The largest output a data-movement kernel allocates; bigger requests are data errors, not
+// allocations that may take the process down.
+constexpr uint64_t kMaxOutputBytes = uint64_t{1} << 32;
+
+inline Status require_input(const OpContext& ctx, size_t i, const TensorView** out) {
+  *out = ctx.input(i);
+  if (!*out) return ctx.error(StatusCode::kInvalidArgument, "input ", i, " is missing");
+  // Strings have no fixed-size storage; kernels that read elements reject them (require_sized).
+  if (dtype_bits((*out)->dtype) > 0 && (*out)->numel() > 0 && !(*out)->data)
+    return ctx.error(StatusCode::kInvalidArgument, "input ", i, " has no data");
+  return Status::ok();
+}
+
+// Kernels that copy raw elements need a fixed element size; strings have none.
+inline Status require_sized(const OpContext& ctx, DType t, const char* what) {
+  if (dtype_bits(t) <= 0)
+    return ctx.error(StatusCode::kUnsupported, what, " has dtype ", dtype_name(t),
+                     ", which this kernel does not support");
+  return Status::ok();
+}
+
+// Checks dims (non-negative, no overflow, at most kMaxOutputBytes) and allocates output i.
+// Sub-byte outputs are zeroed so the padding nibble of the last byte is deterministic.
+inline Status allocate_checked(OpContext& ctx, size_t i, DType dtype,
+                               const std::vector<int64_t>& dims, TensorView** out) {
+  int64_t n = 0;
+  if (!dims_numel(dims, &n))
+    return ctx.error(StatusCode::kShape, "output ", i, " would have invalid dims ", dims_string(dims));
+  const int bits = dtype_bits(dtype);
+  auto total_bits = checked_mul_u64(static_cast<uint64_t>(n), static_cast<uint64_t>(bits));
+  if (!total_bits || (*total_bits + 7) / 8 > kMaxOutputBytes)
+    return ctx.error(StatusCode::kOutOfMemory, "output ", i, " of dims ", dims_string(dims), " (",
+                     dtype_name(dtype), ") is larger than the ", kMaxOutputBytes, "-byte limit");
+  CUVIL_RETURN_IF_ERROR(ctx.allocate_output(i, dtype, dims, out));
+  if (bits % 8 != 0 && (*out)->data) std::memset((*out)->data, 0, (*out)->bytes());
+  return Status::ok();
+}
+
+inline uint8_t get_nibble(const void* p, int64_t i) {
+  const uint8_t b = static_cast<const uint8_t*>(p)[i >> 1];
+  return (i & 1) ? static_cast<uint8_t>(b >> 4) : static_cast<uint8_t>(b & 0xf);
+}
+inline void set_nibble(void* p, int64_t i, uint8_t v) {
+  uint8_t& b = static_cast<uint8_t*>(p)[i >> 1];
+  b = (i & 1) ? static_cast<uint8_t>((b & 0x0f) | (v << 4))
+              : static_cast<uint8_t>((b & 0xf0) | (v & 0xf));
+}
+
+// Copies n elements of `bits` bits: src[si, si+n) -> dst[di, di+n).
+inline void copy_elems(void* dst, int64_t di, const void* src, int64_t si, int64_t n, int bits) {
+  if (n <= 0) return;
+  if (bits % 8 == 0) {
+    const size_t es = static_cast<size_t>(bits / 8);
+    std::memcpy(static_cast<uint8_t*>(dst) + di * es, static_cast<const uint8_t*>(src) + si * es,
+                static_cast<size_t>(n) * es);
+    return;
+  }
+  for (int64_t k = 0; k < n; ++k) set_nibble(dst, di + k, get_nibble(src, si + k));
+}
+
+// Fills dst[di, di+n) with copies of the one element at `value`.
+inline void fill_elems(void* dst, int64_t di, int64_t n, const void* value, int bits) {
+  if (n <= 0) return;
+  if (bits % 8 == 0) {
+    const size_t es = static_cast<size_t>(bits / 8);
+    uint8_t* p = static_cast<uint8_t*>(dst) + di * es;
+    std::memcpy(p, value, es);
+    size_t done = 1;  // doubling copies: log(n) memcpy calls
+    while (done < static_cast<size_t>(n)) {
+      const size_t chunk = std::min(done, static_cast<size_t>(n) - done);
+      std::memcpy(p + done * es, p, chunk * es);
+      done += chunk;
+    }
+    return;
+  }
+  const uint8_t v = get_nibble(value, 0);
+  for (int64_t k = 0; k < n; ++k) set_nibble(dst, di + k, v);
 }
 
 }  // namespace cuvil::rt::ops

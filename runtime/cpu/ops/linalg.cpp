@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "runtime/cpu/ops/kernel_util.h"
+#include "runtime/cpu/ops/quant_params.h"
 
 // An AVX2+FMA clone of the micro kernel, picked at load time by CPU features (x86-64-v3 is a
 // feature level, unlike arch=haswell, which tests the CPU model and never matches AMD parts).
@@ -236,12 +237,6 @@ void gemm(OpContext* ctx, bool trans_a, bool trans_b, int64_t m, int64_t n, int6
 
 namespace {
 
-std::string dims_str(const std::vector<int64_t>& d) {
-  std::string s = "[";
-  for (size_t i = 0; i < d.size(); ++i) s += (i ? "," : "") + std::to_string(d[i]);
-  return s + "]";
-}
-
 // Integer products wrap like the ONNX reference (two's complement), without signed overflow.
 template <typename T> inline T wrap_mul_add(T acc, T x, T y) {
   if constexpr (std::is_integral_v<T>) {
@@ -265,7 +260,7 @@ struct MatMulShape {
 Status matmul_shape(OpContext& ctx, const TensorView& a, const TensorView& b, MatMulShape* s) {
   if (a.dims.empty() || b.dims.empty())
     return ctx.error(StatusCode::kInvalidArgument, "inputs must have rank >= 1, got A ",
-                     dims_str(a.dims), " and B ", dims_str(b.dims));
+                     dims_string(a.dims), " and B ", dims_string(b.dims));
   std::vector<int64_t> ad = a.dims, bd = b.dims;
   const bool a_vec = ad.size() == 1, b_vec = bd.size() == 1;
   if (a_vec) ad.insert(ad.begin(), 1);
@@ -275,11 +270,11 @@ Status matmul_shape(OpContext& ctx, const TensorView& a, const TensorView& b, Ma
   s->n = bd.back();
   if (bd[bd.size() - 2] != s->k)
     return ctx.error(StatusCode::kInvalidArgument, "inner dimensions differ: A ",
-                     dims_str(a.dims), " and B ", dims_str(b.dims));
+                     dims_string(a.dims), " and B ", dims_string(b.dims));
   std::vector<int64_t> ab(ad.begin(), ad.end() - 2), bb(bd.begin(), bd.end() - 2), batch;
   if (!broadcast_shape(ab, bb, &batch))
     return ctx.error(StatusCode::kInvalidArgument, "batch dimensions do not broadcast: A ",
-                     dims_str(a.dims), " and B ", dims_str(b.dims));
+                     dims_string(a.dims), " and B ", dims_string(b.dims));
   s->out_dims = batch;
   if (!a_vec) s->out_dims.push_back(s->m);
   if (!b_vec) s->out_dims.push_back(s->n);
@@ -399,8 +394,8 @@ Status kernel_Gemm(OpContext& ctx) {
   const TensorView* c = ctx.input(2);
   if (!a || !b) return ctx.error(StatusCode::kInvalidArgument, "expects inputs A and B");
   if (a->dims.size() != 2 || b->dims.size() != 2)
-    return ctx.error(StatusCode::kInvalidArgument, "A and B must be 2-D, got ", dims_str(a->dims),
-                     " and ", dims_str(b->dims));
+    return ctx.error(StatusCode::kInvalidArgument, "A and B must be 2-D, got ", dims_string(a->dims),
+                     " and ", dims_string(b->dims));
   if (a->dtype != b->dtype || (c && c->dtype != a->dtype))
     return ctx.error(StatusCode::kInvalidArgument, "A, B and C must share a dtype");
   const bool ta = ctx.attrs().get_int("transA", 0) != 0;
@@ -417,8 +412,8 @@ Status kernel_Gemm(OpContext& ctx) {
   if (c) {
     std::vector<int64_t> bc;
     if (c->dims.size() > 2 || !broadcast_shape(c->dims, out_dims, &bc) || bc != out_dims)
-      return ctx.error(StatusCode::kInvalidArgument, "C ", dims_str(c->dims),
-                       " does not broadcast to ", dims_str(out_dims));
+      return ctx.error(StatusCode::kInvalidArgument, "C ", dims_string(c->dims),
+                       " does not broadcast to ", dims_string(out_dims));
     c_strides = broadcast_strides(c->dims, out_dims);
   }
   TensorView* y = nullptr;
@@ -460,37 +455,6 @@ Status kernel_Gemm(OpContext& ctx) {
 }
 
 // ---- MatMulInteger / QLinearMatMul ---------------------------------------------------------
-
-namespace {
-
-bool is_8bit_int(DType t) { return t == DType::Int8 || t == DType::UInt8; }
-
-// A quantisation parameter that is a scalar or one value per row/column (count values).
-Status read_quant_param(OpContext& ctx, const TensorView* t, const char* what, int64_t count,
-                        std::vector<double>* out, double fallback) {
-  out->clear();
-  if (!t) {
-    out->push_back(fallback);
-    return Status::ok();
-  }
-  const int64_t n = t->numel();
-  if (n != 1 && n != count)
-    return ctx.error(StatusCode::kInvalidArgument, what, " must be a scalar or have ", count,
-                     " elements, got ", dims_str(t->dims));
-  if (!visit_dtype<kNumericTypes>(t->dtype, [](auto) {}))
-    return ctx.error(StatusCode::kInvalidArgument, what, " has unsupported dtype ", dtype_name(t->dtype));
-  for (int64_t i = 0; i < n; ++i) out->push_back(load_as_double(*t, i));
-  return Status::ok();
-}
-
-inline double per(const std::vector<double>& v, int64_t i) { return v.size() == 1 ? v[0] : v[i]; }
-
-int32_t load_int8ish(const TensorView& t, int64_t i) {
-  return t.dtype == DType::Int8 ? static_cast<int32_t>(t.as<int8_t>()[i])
-                                : static_cast<int32_t>(t.as<uint8_t>()[i]);
-}
-
-}  // namespace
 
 Status kernel_MatMulInteger(OpContext& ctx) {
   const TensorView* a = ctx.input(0);
@@ -844,7 +808,7 @@ Status kernel_Det(OpContext& ctx) {
   if (!x) return ctx.error(StatusCode::kInvalidArgument, "expects input X");
   const size_t r = x->dims.size();
   if (r < 2 || x->dims[r - 1] != x->dims[r - 2])
-    return ctx.error(StatusCode::kInvalidArgument, "X must be [*, M, M], got ", dims_str(x->dims));
+    return ctx.error(StatusCode::kInvalidArgument, "X must be [*, M, M], got ", dims_string(x->dims));
   if (!dtype_is_float(x->dtype) || !visit_dtype<kFloatTypes>(x->dtype, [](auto) {}))
     return ctx.error(StatusCode::kUnsupported, "dtype ", dtype_name(x->dtype), " is not supported");
   const int64_t n = x->dims[r - 1];

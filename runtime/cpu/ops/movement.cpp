@@ -23,18 +23,6 @@
 namespace cuvil::rt::ops {
 namespace {
 
-// The largest output a kernel of this file allocates; bigger requests are data errors, not
-// allocations that may take the process down.
-constexpr uint64_t kMaxOutputBytes = uint64_t{1} << 32;
-
-std::string dims_str(const std::vector<int64_t>& dims) {
-  std::ostringstream os;
-  os << "[";
-  for (size_t i = 0; i < dims.size(); ++i) os << (i ? "," : "") << dims[i];
-  os << "]";
-  return os.str();
-}
-
 // The multi-index of flat element `flat` of a tensor with these dims, as "[i,j,k]".
 std::string position_str(const std::vector<int64_t>& dims, int64_t flat) {
   std::vector<int64_t> idx(dims.size());
@@ -44,47 +32,7 @@ std::string position_str(const std::vector<int64_t>& dims, int64_t flat) {
       flat /= dims[d];
     }
   }
-  return dims_str(idx);
-}
-
-Status require_input(const OpContext& ctx, size_t i, const TensorView** out) {
-  *out = ctx.input(i);
-  if (!*out) return ctx.error(StatusCode::kInvalidArgument, "input ", i, " is missing");
-  // Strings have no fixed-size storage; kernels that read elements reject them (require_sized).
-  if (dtype_bits((*out)->dtype) > 0 && (*out)->numel() > 0 && !(*out)->data)
-    return ctx.error(StatusCode::kInvalidArgument, "input ", i, " has no data");
-  return Status::ok();
-}
-
-// Kernels that copy raw elements need a fixed element size; strings have none.
-Status require_sized(const OpContext& ctx, DType t, const char* what) {
-  if (dtype_bits(t) <= 0)
-    return ctx.error(StatusCode::kUnsupported, what, " has dtype ", dtype_name(t),
-                     ", which this kernel does not support");
-  return Status::ok();
-}
-
-// Checks dims (non-negative, no overflow, at most kMaxOutputBytes) and allocates output i.
-// Sub-byte outputs are zeroed so the padding nibble of the last byte is deterministic.
-Status allocate_checked(OpContext& ctx, size_t i, DType dtype, const std::vector<int64_t>& dims,
-                        TensorView** out) {
-  int64_t n = 0;
-  if (!dims_numel(dims, &n))
-    return ctx.error(StatusCode::kShape, "output ", i, " would have invalid dims ", dims_str(dims));
-  const int bits = dtype_bits(dtype);
-  auto total_bits = checked_mul_u64(static_cast<uint64_t>(n), static_cast<uint64_t>(bits));
-  if (!total_bits || (*total_bits + 7) / 8 > kMaxOutputBytes)
-    return ctx.error(StatusCode::kOutOfMemory, "output ", i, " of dims ", dims_str(dims), " (",
-                     dtype_name(dtype), ") is larger than the ", kMaxOutputBytes, "-byte limit");
-  CUVIL_RETURN_IF_ERROR(ctx.allocate_output(i, dtype, dims, out));
-  if (bits % 8 != 0 && (*out)->data) std::memset((*out)->data, 0, (*out)->bytes());
-  return Status::ok();
-}
-
-int64_t product(const std::vector<int64_t>& dims, size_t begin, size_t end) {
-  int64_t p = 1;
-  for (size_t i = begin; i < end && i < dims.size(); ++i) p *= dims[i];
-  return p;
+  return dims_string(idx);
 }
 
 Status get_axis(const OpContext& ctx, int64_t fallback, int64_t rank, int64_t* axis) {
@@ -113,47 +61,6 @@ Status wrap_index(const OpContext& ctx, int64_t v, int64_t n,
 }
 
 // ---- raw element copies ----------------------------------------------------------------------
-
-inline uint8_t get_nibble(const void* p, int64_t i) {
-  const uint8_t b = static_cast<const uint8_t*>(p)[i >> 1];
-  return (i & 1) ? static_cast<uint8_t>(b >> 4) : static_cast<uint8_t>(b & 0xf);
-}
-inline void set_nibble(void* p, int64_t i, uint8_t v) {
-  uint8_t& b = static_cast<uint8_t*>(p)[i >> 1];
-  b = (i & 1) ? static_cast<uint8_t>((b & 0x0f) | (v << 4))
-              : static_cast<uint8_t>((b & 0xf0) | (v & 0xf));
-}
-
-// Copies n elements of `bits` bits: src[si, si+n) -> dst[di, di+n).
-void copy_elems(void* dst, int64_t di, const void* src, int64_t si, int64_t n, int bits) {
-  if (n <= 0) return;
-  if (bits % 8 == 0) {
-    const size_t es = static_cast<size_t>(bits / 8);
-    std::memcpy(static_cast<uint8_t*>(dst) + di * es, static_cast<const uint8_t*>(src) + si * es,
-                static_cast<size_t>(n) * es);
-    return;
-  }
-  for (int64_t k = 0; k < n; ++k) set_nibble(dst, di + k, get_nibble(src, si + k));
-}
-
-// Fills dst[di, di+n) with copies of the one element at `value`.
-void fill_elems(void* dst, int64_t di, int64_t n, const void* value, int bits) {
-  if (n <= 0) return;
-  if (bits % 8 == 0) {
-    const size_t es = static_cast<size_t>(bits / 8);
-    uint8_t* p = static_cast<uint8_t*>(dst) + di * es;
-    std::memcpy(p, value, es);
-    size_t done = 1;  // doubling copies: log(n) memcpy calls
-    while (done < static_cast<size_t>(n)) {
-      const size_t chunk = std::min(done, static_cast<size_t>(n) - done);
-      std::memcpy(p + done * es, p, chunk * es);
-      done += chunk;
-    }
-    return;
-  }
-  const uint8_t v = get_nibble(value, 0);
-  for (int64_t k = 0; k < n; ++k) set_nibble(dst, di + k, v);
-}
 
 // dst[di + k] = src[si + k * stride] for k < n, with a fixed element size N bytes.
 template <size_t N>
@@ -383,7 +290,7 @@ Status kernel_Transpose(OpContext& ctx) {
     if (valid) seen[static_cast<size_t>(perm[i])] = true;
   }
   if (!valid)
-    return ctx.error(StatusCode::kInvalidArgument, "perm ", dims_str(perm),
+    return ctx.error(StatusCode::kInvalidArgument, "perm ", dims_string(perm),
                      " is not a permutation of ", rank, " axes");
   const std::vector<int64_t> in_strides = row_major_strides(x->dims);
   std::vector<int64_t> dims(rank), strides(rank);
@@ -405,8 +312,8 @@ Status kernel_Expand(OpContext& ctx) {
   std::vector<int64_t> shape, dims;
   CUVIL_RETURN_IF_ERROR(read_indices(ctx, s, "shape", &shape));
   if (!broadcast_shape(x->dims, shape, &dims))
-    return ctx.error(StatusCode::kShape, "input dims ", dims_str(x->dims),
-                     " do not broadcast to shape ", dims_str(shape));
+    return ctx.error(StatusCode::kShape, "input dims ", dims_string(x->dims),
+                     " do not broadcast to shape ", dims_string(shape));
   TensorView* out = nullptr;
   CUVIL_RETURN_IF_ERROR(allocate_checked(ctx, 0, x->dtype, dims, &out));
   strided_copy(out->data, x->data, dims, broadcast_strides(x->dims, dims), 0, dtype_bits(x->dtype));
@@ -429,7 +336,7 @@ Status kernel_Tile(OpContext& ctx) {
   std::vector<int64_t> dims(rank), view_dims, view_strides;
   for (size_t k = 0; k < rank; ++k) {
     if (repeats[k] < 0)
-      return ctx.error(StatusCode::kShape, "repeats ", dims_str(repeats), " has a negative entry");
+      return ctx.error(StatusCode::kShape, "repeats ", dims_string(repeats), " has a negative entry");
     auto d = checked_mul(x->dims[k], repeats[k]);
     if (!d) return ctx.error(StatusCode::kOutOfMemory, "tiled axis ", k, " overflows");
     dims[k] = *d;
@@ -532,7 +439,7 @@ Status space_depth_common(OpContext& ctx, const TensorView** x, int64_t* b) {
   CUVIL_RETURN_IF_ERROR(require_sized(ctx, (*x)->dtype, "input 0"));
   if ((*x)->dims.size() != 4)
     return ctx.error(StatusCode::kShape, "input must be 4-D [N,C,H,W], has dims ",
-                     dims_str((*x)->dims));
+                     dims_string((*x)->dims));
   *b = ctx.attrs().get_int("blocksize", 0);
   if (*b <= 0 || *b > (int64_t{1} << 31))
     return ctx.error(StatusCode::kInvalidArgument, "attribute 'blocksize' is ", *b);
@@ -600,7 +507,7 @@ Status kernel_ReverseSequence(OpContext& ctx) {
   CUVIL_RETURN_IF_ERROR(require_input(ctx, 0, &x));
   CUVIL_RETURN_IF_ERROR(require_input(ctx, 1, &lens_t));
   if (x->dims.size() < 2)
-    return ctx.error(StatusCode::kShape, "input must have rank >= 2, has dims ", dims_str(x->dims));
+    return ctx.error(StatusCode::kShape, "input must have rank >= 2, has dims ", dims_string(x->dims));
   const int64_t time_axis = ctx.attrs().get_int("time_axis", 0);
   const int64_t batch_axis = ctx.attrs().get_int("batch_axis", 1);
   if (!((time_axis == 0 && batch_axis == 1) || (time_axis == 1 && batch_axis == 0)))
@@ -669,12 +576,12 @@ namespace {
 Status element_offsets(const OpContext& ctx, const TensorView& data, const TensorView& ind,
                        int64_t axis, std::vector<int64_t>* offsets) {
   if (ind.dims.size() != data.dims.size())
-    return ctx.error(StatusCode::kShape, "indices have dims ", dims_str(ind.dims),
-                     " but data has dims ", dims_str(data.dims), "; ranks must agree");
+    return ctx.error(StatusCode::kShape, "indices have dims ", dims_string(ind.dims),
+                     " but data has dims ", dims_string(data.dims), "; ranks must agree");
   for (size_t d = 0; d < ind.dims.size(); ++d)
     if (static_cast<int64_t>(d) != axis && ind.dims[d] > data.dims[d])
-      return ctx.error(StatusCode::kShape, "indices dims ", dims_str(ind.dims),
-                       " exceed data dims ", dims_str(data.dims), " on axis ", d);
+      return ctx.error(StatusCode::kShape, "indices dims ", dims_string(ind.dims),
+                       " exceed data dims ", dims_string(data.dims), " on axis ", d);
   CUVIL_RETURN_IF_ERROR(read_indices(ctx, &ind, "indices", offsets));
   const std::vector<int64_t> strides = row_major_strides(data.dims);
   const size_t rank = ind.dims.size(), ax = static_cast<size_t>(axis);
@@ -712,7 +619,7 @@ Status tuple_offsets(const OpContext& ctx, const TensorView& data, const TensorV
   for (int64_t i = 0; i < batch_dims; ++i)
     if (ind.dims[static_cast<size_t>(i)] != data.dims[static_cast<size_t>(i)])
       return ctx.error(StatusCode::kShape, "batch dim ", i, " differs: indices ",
-                       dims_str(ind.dims), ", data ", dims_str(data.dims));
+                       dims_string(ind.dims), ", data ", dims_string(data.dims));
   std::vector<int64_t> idx;
   CUVIL_RETURN_IF_ERROR(read_indices(ctx, &ind, "indices", &idx));
   const std::vector<int64_t> strides = row_major_strides(data.dims);
@@ -784,8 +691,8 @@ Status scatter_elements(OpContext& ctx, bool with_reduction) {
   CUVIL_RETURN_IF_ERROR(require_input(ctx, 1, &ind));
   CUVIL_RETURN_IF_ERROR(require_input(ctx, 2, &upd));
   if (upd->dims != ind->dims)
-    return ctx.error(StatusCode::kShape, "updates dims ", dims_str(upd->dims),
-                     " differ from indices dims ", dims_str(ind->dims));
+    return ctx.error(StatusCode::kShape, "updates dims ", dims_string(upd->dims),
+                     " differ from indices dims ", dims_string(ind->dims));
   if (upd->dtype != x->dtype)
     return ctx.error(StatusCode::kShape, "updates dtype ", dtype_name(upd->dtype),
                      " differs from data dtype ", dtype_name(x->dtype));
@@ -822,8 +729,8 @@ Status kernel_ScatterND(OpContext& ctx) {
   std::vector<int64_t> expected(ind->dims.begin(), ind->dims.end() - 1);
   expected.insert(expected.end(), x->dims.begin() + k, x->dims.end());
   if (upd->dims != expected)
-    return ctx.error(StatusCode::kShape, "updates have dims ", dims_str(upd->dims), "; expected ",
-                     dims_str(expected));
+    return ctx.error(StatusCode::kShape, "updates have dims ", dims_string(upd->dims), "; expected ",
+                     dims_string(expected));
   TensorView* out = nullptr;
   CUVIL_RETURN_IF_ERROR(copy_input_to_output(ctx, *x, &out));
   return scatter_apply(ctx, out, *upd, offsets,

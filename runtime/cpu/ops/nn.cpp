@@ -13,21 +13,10 @@
 #include <vector>
 
 #include "runtime/cpu/ops/kernel_util.h"
+#include "runtime/cpu/ops/quant_params.h"
 
 namespace cuvil::rt::ops {
 namespace {
-
-std::string dims_str(const std::vector<int64_t>& d) {
-  std::string s = "[";
-  for (size_t i = 0; i < d.size(); ++i) s += (i ? "," : "") + std::to_string(d[i]);
-  return s + "]";
-}
-
-int64_t product(const std::vector<int64_t>& d, size_t from = 0, size_t to = SIZE_MAX) {
-  int64_t n = 1;
-  for (size_t i = from; i < d.size() && i < to; ++i) n *= d[i];
-  return n;
-}
 
 int64_t floor_div(int64_t a, int64_t b) { return a >= 0 ? a / b : -((-a + b - 1) / b); }
 int64_t ceil_div(int64_t a, int64_t b) { return -floor_div(-a, b); }
@@ -47,6 +36,26 @@ template <typename Fn> bool visit_compute_float(DType t, Fn&& fn) {
 
 // ---- window geometry ---------------------------------------------------------------------------
 
+// The spatial dims D1, ... of an [N, C, D1, ...] shape (rank >= 2 checked by the caller).
+std::vector<int64_t> spatial_dims(const std::vector<int64_t>& dims) {
+  return std::vector<int64_t>(dims.begin() + 2, dims.end());
+}
+
+// The shape [n, c, spatial...] of an image-shaped output.
+std::vector<int64_t> image_dims(int64_t n, int64_t c, const std::vector<int64_t>& spatial) {
+  std::vector<int64_t> dims = {n, c};
+  dims.insert(dims.end(), spatial.begin(), spatial.end());
+  return dims;
+}
+
+// A per-spatial-dimension ints attribute (strides, dilations, pads, ...), or `count` copies
+// of `fill` when the attribute is absent or empty.
+std::vector<int64_t> ints_or_fill(const AttrReader& at, const char* name, size_t count, int64_t fill) {
+  std::vector<int64_t> v = at.get_ints(name);
+  if (v.empty()) v.assign(count, fill);
+  return v;
+}
+
 // Spatial geometry of a sliding-window op over `in` (spatial dims only).
 struct Window {
   std::vector<int64_t> in, kernel, strides, dilations, pad_begin, pad_end, out;
@@ -61,16 +70,13 @@ Status window_geometry(OpContext& ctx, const std::vector<int64_t>& in,
   const AttrReader& at = ctx.attrs();
   w->in = in;
   w->kernel = kernel;
-  w->strides = at.get_ints("strides");
-  w->dilations = at.get_ints("dilations");
-  std::vector<int64_t> pads = at.get_ints("pads");
-  if (w->strides.empty()) w->strides.assign(r, 1);
-  if (w->dilations.empty()) w->dilations.assign(r, 1);
-  if (pads.empty()) pads.assign(2 * r, 0);
+  w->strides = ints_or_fill(at, "strides", r, 1);
+  w->dilations = ints_or_fill(at, "dilations", r, 1);
+  const std::vector<int64_t> pads = ints_or_fill(at, "pads", 2 * r, 0);
   if (kernel.size() != r || w->strides.size() != r || w->dilations.size() != r || pads.size() != 2 * r)
-    return ctx.error(StatusCode::kInvalidArgument, "kernel_shape ", dims_str(kernel), ", strides ",
-                     dims_str(w->strides), ", dilations ", dims_str(w->dilations), " and pads ",
-                     dims_str(pads), " do not match ", r, " spatial dimensions");
+    return ctx.error(StatusCode::kInvalidArgument, "kernel_shape ", dims_string(kernel), ", strides ",
+                     dims_string(w->strides), ", dilations ", dims_string(w->dilations), " and pads ",
+                     dims_string(pads), " do not match ", r, " spatial dimensions");
   for (size_t i = 0; i < r; ++i) {
     // Bounds keep every size computation below far from int64 overflow.
     if (in[i] < 0 || in[i] > (int64_t{1} << 40))
@@ -82,7 +88,7 @@ Status window_geometry(OpContext& ctx, const std::vector<int64_t>& in,
     if (w->dilations[i] < 1 || w->dilations[i] > (int64_t{1} << 31))
       return ctx.error(StatusCode::kInvalidArgument, "dilations[", i, "] = ", w->dilations[i], " must be >= 1");
     if (pads[i] < 0 || pads[i + r] < 0 || pads[i] > (int64_t{1} << 31) || pads[i + r] > (int64_t{1} << 31))
-      return ctx.error(StatusCode::kInvalidArgument, "pads ", dims_str(pads), " must be non-negative");
+      return ctx.error(StatusCode::kInvalidArgument, "pads ", dims_string(pads), " must be non-negative");
   }
   const std::string auto_pad = at.get_string("auto_pad", "NOTSET");
   w->pad_begin.assign(pads.begin(), pads.begin() + r);
@@ -126,8 +132,8 @@ Status kernel_shape_from(OpContext& ctx, const std::vector<int64_t>& weight_spat
   if (kernel->empty()) {
     *kernel = weight_spatial;
   } else if (*kernel != weight_spatial) {
-    return ctx.error(StatusCode::kInvalidArgument, "kernel_shape ", dims_str(*kernel),
-                     " does not match the weight's spatial dims ", dims_str(weight_spatial));
+    return ctx.error(StatusCode::kInvalidArgument, "kernel_shape ", dims_string(*kernel),
+                     " does not match the weight's spatial dims ", dims_string(weight_spatial));
   }
   return Status::ok();
 }
@@ -135,7 +141,7 @@ Status kernel_shape_from(OpContext& ctx, const std::vector<int64_t>& weight_spat
 Status check_numel(OpContext& ctx, const std::vector<int64_t>& dims, const char* what) {
   int64_t n = 0;
   if (!dims_numel(dims, &n))
-    return ctx.error(StatusCode::kInvalidArgument, what, " shape ", dims_str(dims), " overflows");
+    return ctx.error(StatusCode::kInvalidArgument, what, " shape ", dims_string(dims), " overflows");
   return Status::ok();
 }
 
@@ -286,10 +292,10 @@ struct ConvShape {
 Status conv_shape(OpContext& ctx, const TensorView& x, const TensorView& wt, ConvShape* s) {
   const size_t r = x.dims.size();
   if (r < 3)
-    return ctx.error(StatusCode::kInvalidArgument, "X must be [N, C, D1, ...], got ", dims_str(x.dims));
+    return ctx.error(StatusCode::kInvalidArgument, "X must be [N, C, D1, ...], got ", dims_string(x.dims));
   if (wt.dims.size() != r)
-    return ctx.error(StatusCode::kInvalidArgument, "W ", dims_str(wt.dims), " must have the rank of X ",
-                     dims_str(x.dims));
+    return ctx.error(StatusCode::kInvalidArgument, "W ", dims_string(wt.dims), " must have the rank of X ",
+                     dims_string(x.dims));
   s->group = ctx.attrs().get_int("group", 1);
   s->n = x.dims[0];
   s->c = x.dims[1];
@@ -297,7 +303,7 @@ Status conv_shape(OpContext& ctx, const TensorView& x, const TensorView& wt, Con
   if (s->group < 1)
     return ctx.error(StatusCode::kInvalidArgument, "group = ", s->group, " must be >= 1");
   if (s->c != wt.dims[1] * s->group)
-    return ctx.error(StatusCode::kInvalidArgument, "X has ", s->c, " channels but W ", dims_str(wt.dims),
+    return ctx.error(StatusCode::kInvalidArgument, "X has ", s->c, " channels but W ", dims_string(wt.dims),
                      " with group ", s->group, " expects ", wt.dims[1] * s->group);
   if (s->m % s->group != 0)
     return ctx.error(StatusCode::kInvalidArgument, "W has ", s->m, " output channels, not a multiple of group ",
@@ -305,11 +311,9 @@ Status conv_shape(OpContext& ctx, const TensorView& x, const TensorView& wt, Con
   s->cg = s->c / s->group;
   s->mg = s->m / s->group;
   std::vector<int64_t> kernel;
-  CUVIL_RETURN_IF_ERROR(kernel_shape_from(ctx, std::vector<int64_t>(wt.dims.begin() + 2, wt.dims.end()), &kernel));
-  CUVIL_RETURN_IF_ERROR(window_geometry(ctx, std::vector<int64_t>(x.dims.begin() + 2, x.dims.end()),
-                                        kernel, false, &s->w));
-  s->out_dims = {s->n, s->m};
-  s->out_dims.insert(s->out_dims.end(), s->w.out.begin(), s->w.out.end());
+  CUVIL_RETURN_IF_ERROR(kernel_shape_from(ctx, spatial_dims(wt.dims), &kernel));
+  CUVIL_RETURN_IF_ERROR(window_geometry(ctx, spatial_dims(x.dims), kernel, false, &s->w));
+  s->out_dims = image_dims(s->n, s->m, s->w.out);
   CUVIL_RETURN_IF_ERROR(check_numel(ctx, s->out_dims, "output"));
   return check_numel(ctx, {s->cg, product(s->w.kernel), s->w.out.back()}, "im2col row");
 }
@@ -429,7 +433,7 @@ Status kernel_Conv(OpContext& ctx) {
   ConvShape s;
   CUVIL_RETURN_IF_ERROR(conv_shape(ctx, *x, *w, &s));
   if (b && b->numel() != s.m)
-    return ctx.error(StatusCode::kInvalidArgument, "B ", dims_str(b->dims), " must have ", s.m, " elements");
+    return ctx.error(StatusCode::kInvalidArgument, "B ", dims_string(b->dims), " must have ", s.m, " elements");
   TensorView* y = nullptr;
   CUVIL_RETURN_IF_ERROR(ctx.allocate_output(0, x->dtype, s.out_dims, &y));
   visit_compute_float(x->dtype, [&](auto tag) {
@@ -448,33 +452,6 @@ Status kernel_Conv(OpContext& ctx) {
 // ---- ConvInteger / QLinearConv ------------------------------------------------------------
 
 namespace {
-
-bool is_8bit_int(DType t) { return t == DType::Int8 || t == DType::UInt8; }
-
-int32_t load_int8ish(const TensorView& t, int64_t i) {
-  return t.dtype == DType::Int8 ? static_cast<int32_t>(t.as<int8_t>()[i])
-                                : static_cast<int32_t>(t.as<uint8_t>()[i]);
-}
-
-// A scalar or per-channel quantisation parameter.
-Status read_qparam(OpContext& ctx, const TensorView* t, const char* what, int64_t count,
-                   std::vector<double>* out, double fallback) {
-  out->clear();
-  if (!t) {
-    out->push_back(fallback);
-    return Status::ok();
-  }
-  const int64_t n = t->numel();
-  if (n != 1 && n != count)
-    return ctx.error(StatusCode::kInvalidArgument, what, " must be a scalar or have ", count,
-                     " elements, got ", dims_str(t->dims));
-  if (!visit_dtype<kNumericTypes>(t->dtype, [](auto) {}))
-    return ctx.error(StatusCode::kInvalidArgument, what, " has unsupported dtype ", dtype_name(t->dtype));
-  for (int64_t i = 0; i < n; ++i) out->push_back(load_as_double(*t, i));
-  return Status::ok();
-}
-
-inline double per(const std::vector<double>& v, int64_t i) { return v.size() == 1 ? v[0] : v[i]; }
 
 // acc[n, m, p] = sum (x - x_zp) * (w - w_zp[m]) over the window, in int32.
 void conv_integer_core(OpContext& ctx, const ConvShape& s, const TensorView& x, const TensorView& w,
@@ -526,8 +503,8 @@ Status kernel_ConvInteger(OpContext& ctx) {
   ConvShape s;
   CUVIL_RETURN_IF_ERROR(conv_shape(ctx, *x, *w, &s));
   std::vector<double> xzp, wzp;
-  CUVIL_RETURN_IF_ERROR(read_qparam(ctx, ctx.input(2), "x_zero_point", 1, &xzp, 0));
-  CUVIL_RETURN_IF_ERROR(read_qparam(ctx, ctx.input(3), "w_zero_point", s.m, &wzp, 0));
+  CUVIL_RETURN_IF_ERROR(read_quant_param(ctx, ctx.input(2), "x_zero_point", 1, &xzp, 0));
+  CUVIL_RETURN_IF_ERROR(read_quant_param(ctx, ctx.input(3), "w_zero_point", s.m, &wzp, 0));
   TensorView* y = nullptr;
   CUVIL_RETURN_IF_ERROR(ctx.allocate_output(0, DType::Int32, s.out_dims, &y));
   conv_integer_core(ctx, s, *x, *w, static_cast<int32_t>(xzp[0]), wzp, y->as<int32_t>());
@@ -546,17 +523,17 @@ Status kernel_QLinearConv(OpContext& ctx) {
   ConvShape s;
   CUVIL_RETURN_IF_ERROR(conv_shape(ctx, *x, *w, &s));
   std::vector<double> xs, xzp, ws, wzp, ys, yzp;
-  CUVIL_RETURN_IF_ERROR(read_qparam(ctx, ctx.input(1), "x_scale", 1, &xs, 1));
-  CUVIL_RETURN_IF_ERROR(read_qparam(ctx, ctx.input(2), "x_zero_point", 1, &xzp, 0));
-  CUVIL_RETURN_IF_ERROR(read_qparam(ctx, ctx.input(4), "w_scale", s.m, &ws, 1));
-  CUVIL_RETURN_IF_ERROR(read_qparam(ctx, ctx.input(5), "w_zero_point", s.m, &wzp, 0));
-  CUVIL_RETURN_IF_ERROR(read_qparam(ctx, ctx.input(6), "y_scale", 1, &ys, 1));
-  CUVIL_RETURN_IF_ERROR(read_qparam(ctx, yzt, "y_zero_point", 1, &yzp, 0));
+  CUVIL_RETURN_IF_ERROR(read_quant_param(ctx, ctx.input(1), "x_scale", 1, &xs, 1));
+  CUVIL_RETURN_IF_ERROR(read_quant_param(ctx, ctx.input(2), "x_zero_point", 1, &xzp, 0));
+  CUVIL_RETURN_IF_ERROR(read_quant_param(ctx, ctx.input(4), "w_scale", s.m, &ws, 1));
+  CUVIL_RETURN_IF_ERROR(read_quant_param(ctx, ctx.input(5), "w_zero_point", s.m, &wzp, 0));
+  CUVIL_RETURN_IF_ERROR(read_quant_param(ctx, ctx.input(6), "y_scale", 1, &ys, 1));
+  CUVIL_RETURN_IF_ERROR(read_quant_param(ctx, yzt, "y_zero_point", 1, &yzp, 0));
   if (!(ys[0] > 0) || !std::isfinite(ys[0]))
     return ctx.error(StatusCode::kInvalidArgument, "y_scale must be positive and finite, got ", ys[0]);
   if (b && (b->dtype != DType::Int32 || b->numel() != s.m))
     return ctx.error(StatusCode::kInvalidArgument, "B must be int32 with ", s.m, " elements, got ",
-                     dtype_name(b->dtype), " ", dims_str(b->dims));
+                     dtype_name(b->dtype), " ", dims_string(b->dims));
   TensorView* y = nullptr;
   CUVIL_RETURN_IF_ERROR(ctx.allocate_output(0, yzt->dtype, s.out_dims, &y));
   std::vector<int32_t> acc(static_cast<size_t>(y->numel()));
@@ -591,7 +568,7 @@ Status kernel_ConvTranspose(OpContext& ctx) {
     return ctx.error(StatusCode::kInvalidArgument, "X, W and B must share a float dtype");
   const size_t r = x->dims.size();
   if (r < 3 || w->dims.size() != r)
-    return ctx.error(StatusCode::kInvalidArgument, "X ", dims_str(x->dims), " and W ", dims_str(w->dims),
+    return ctx.error(StatusCode::kInvalidArgument, "X ", dims_string(x->dims), " and W ", dims_string(w->dims),
                      " must be [N, C, D...] and [C, M/group, k...]");
   const size_t sr = r - 2;
   const AttrReader& at = ctx.attrs();
@@ -599,18 +576,16 @@ Status kernel_ConvTranspose(OpContext& ctx) {
   const int64_t n = x->dims[0], c = x->dims[1];
   if (group < 1) return ctx.error(StatusCode::kInvalidArgument, "group = ", group, " must be >= 1");
   if (w->dims[0] != c || c % group != 0)
-    return ctx.error(StatusCode::kInvalidArgument, "W ", dims_str(w->dims), " does not match ", c,
+    return ctx.error(StatusCode::kInvalidArgument, "W ", dims_string(w->dims), " does not match ", c,
                      " input channels with group ", group);
   const int64_t cg = c / group, mg = w->dims[1], m = mg * group;
   std::vector<int64_t> kernel;
-  CUVIL_RETURN_IF_ERROR(kernel_shape_from(ctx, std::vector<int64_t>(w->dims.begin() + 2, w->dims.end()), &kernel));
-  std::vector<int64_t> strides = at.get_ints("strides"), dil = at.get_ints("dilations");
-  std::vector<int64_t> out_pad = at.get_ints("output_padding"), pads = at.get_ints("pads");
+  CUVIL_RETURN_IF_ERROR(kernel_shape_from(ctx, spatial_dims(w->dims), &kernel));
+  const std::vector<int64_t> strides = ints_or_fill(at, "strides", sr, 1);
+  const std::vector<int64_t> dil = ints_or_fill(at, "dilations", sr, 1);
+  const std::vector<int64_t> out_pad = ints_or_fill(at, "output_padding", sr, 0);
+  const std::vector<int64_t> pads = ints_or_fill(at, "pads", 2 * sr, 0);
   std::vector<int64_t> out_shape = at.get_ints("output_shape");
-  if (strides.empty()) strides.assign(sr, 1);
-  if (dil.empty()) dil.assign(sr, 1);
-  if (out_pad.empty()) out_pad.assign(sr, 0);
-  if (pads.empty()) pads.assign(2 * sr, 0);
   if (out_shape.size() == r) out_shape.erase(out_shape.begin(), out_shape.begin() + 2);
   if (strides.size() != sr || dil.size() != sr || out_pad.size() != sr || pads.size() != 2 * sr ||
       (!out_shape.empty() && out_shape.size() != sr))
@@ -624,7 +599,7 @@ Status kernel_ConvTranspose(OpContext& ctx) {
   win.kernel = kernel;
   win.strides = strides;
   win.dilations = dil;
-  win.out.assign(x->dims.begin() + 2, x->dims.end());
+  win.out = spatial_dims(x->dims);
   for (size_t i = 0; i < sr; ++i)
     if (win.out[i] > (int64_t{1} << 40))
       return ctx.error(StatusCode::kInvalidArgument, "spatial dimension ", i, " = ", win.out[i], " is out of range");
@@ -662,9 +637,8 @@ Status kernel_ConvTranspose(OpContext& ctx) {
       return ctx.error(StatusCode::kInvalidArgument, "output spatial dimension ", i, " would be ", win.in[i]);
   }
   if (b && b->numel() != m)
-    return ctx.error(StatusCode::kInvalidArgument, "B ", dims_str(b->dims), " must have ", m, " elements");
-  std::vector<int64_t> out_dims = {n, m};
-  out_dims.insert(out_dims.end(), win.in.begin(), win.in.end());
+    return ctx.error(StatusCode::kInvalidArgument, "B ", dims_string(b->dims), " must have ", m, " elements");
+  const std::vector<int64_t> out_dims = image_dims(n, m, win.in);
   CUVIL_RETURN_IF_ERROR(check_numel(ctx, out_dims, "output"));
   const int64_t kprod = product(kernel), pin = product(win.out), pout = product(win.in);
   CUVIL_RETURN_IF_ERROR(check_numel(ctx, {mg, kprod, pin}, "column buffer"));
@@ -715,16 +689,14 @@ struct PoolShape {
 Status pool_shape(OpContext& ctx, const TensorView& x, PoolShape* s) {
   const size_t r = x.dims.size();
   if (r < 3)
-    return ctx.error(StatusCode::kInvalidArgument, "X must be [N, C, D1, ...], got ", dims_str(x.dims));
+    return ctx.error(StatusCode::kInvalidArgument, "X must be [N, C, D1, ...], got ", dims_string(x.dims));
   const std::vector<int64_t> kernel = ctx.attrs().get_ints("kernel_shape");
   if (kernel.empty()) return ctx.error(StatusCode::kInvalidArgument, "attribute 'kernel_shape' is required");
   const bool ceil_mode = ctx.attrs().get_int("ceil_mode", 0) != 0;
-  CUVIL_RETURN_IF_ERROR(window_geometry(ctx, std::vector<int64_t>(x.dims.begin() + 2, x.dims.end()), kernel,
-                                        ceil_mode, &s->w));
+  CUVIL_RETURN_IF_ERROR(window_geometry(ctx, spatial_dims(x.dims), kernel, ceil_mode, &s->w));
   s->n = x.dims[0];
   s->c = x.dims[1];
-  s->out_dims = {s->n, s->c};
-  s->out_dims.insert(s->out_dims.end(), s->w.out.begin(), s->w.out.end());
+  s->out_dims = image_dims(s->n, s->c, s->w.out);
   return check_numel(ctx, s->out_dims, "output");
 }
 
@@ -874,7 +846,7 @@ Status global_pool(OpContext& ctx, PoolKind kind) {
   const TensorView* x = ctx.input(0);
   if (!x) return ctx.error(StatusCode::kInvalidArgument, "expects input X");
   if (x->dims.size() < 2)
-    return ctx.error(StatusCode::kInvalidArgument, "X must be [N, C, ...], got ", dims_str(x->dims));
+    return ctx.error(StatusCode::kInvalidArgument, "X must be [N, C, ...], got ", dims_string(x->dims));
   if (!is_float_dtype(x->dtype))
     return ctx.error(StatusCode::kInvalidArgument, "dtype ", dtype_name(x->dtype), " is not supported");
   std::vector<int64_t> out_dims(x->dims.size(), 1);
@@ -923,7 +895,7 @@ Status kernel_MaxRoiPool(OpContext& ctx) {
   if (!x || !rois) return ctx.error(StatusCode::kInvalidArgument, "expects inputs X and rois");
   if (x->dims.size() != 4 || rois->dims.size() != 2 || rois->dims[1] != 5)
     return ctx.error(StatusCode::kInvalidArgument, "X must be [N, C, H, W] and rois [num_rois, 5], got ",
-                     dims_str(x->dims), " and ", dims_str(rois->dims));
+                     dims_string(x->dims), " and ", dims_string(rois->dims));
   if (!is_float_dtype(x->dtype) || !is_float_dtype(rois->dtype))
     return ctx.error(StatusCode::kInvalidArgument, "X and rois must be float tensors");
   const std::vector<int64_t> pooled = ctx.attrs().get_ints("pooled_shape");
@@ -995,7 +967,7 @@ Status kernel_RoiAlign(OpContext& ctx) {
   if (x->dims.size() != 4 || rois->dims.size() != 2 || rois->dims[1] != 4 || bidx->dims.size() != 1 ||
       bidx->dims[0] != rois->dims[0])
     return ctx.error(StatusCode::kInvalidArgument, "X must be [N, C, H, W], rois [R, 4], batch_indices [R]; got ",
-                     dims_str(x->dims), ", ", dims_str(rois->dims), ", ", dims_str(bidx->dims));
+                     dims_string(x->dims), ", ", dims_string(rois->dims), ", ", dims_string(bidx->dims));
   if (!is_float_dtype(x->dtype) || !is_float_dtype(rois->dtype))
     return ctx.error(StatusCode::kInvalidArgument, "X and rois must be float tensors");
   const AttrReader& at = ctx.attrs();
@@ -1117,14 +1089,13 @@ Status kernel_MaxUnpool(OpContext& ctx) {
   if (!x || !ind) return ctx.error(StatusCode::kInvalidArgument, "expects inputs X and I");
   const size_t r = x->dims.size();
   if (r < 3 || ind->dims != x->dims)
-    return ctx.error(StatusCode::kInvalidArgument, "X ", dims_str(x->dims), " must be [N, C, D...] and I the same shape, got ",
-                     dims_str(ind->dims));
+    return ctx.error(StatusCode::kInvalidArgument, "X ", dims_string(x->dims), " must be [N, C, D...] and I the same shape, got ",
+                     dims_string(ind->dims));
   if (ind->dtype != DType::Int64) return ctx.error(StatusCode::kInvalidArgument, "I must be int64");
   const std::vector<int64_t> kernel = ctx.attrs().get_ints("kernel_shape");
   if (kernel.size() != r - 2) return ctx.error(StatusCode::kInvalidArgument, "kernel_shape must have ", r - 2, " values");
-  std::vector<int64_t> strides = ctx.attrs().get_ints("strides"), pads = ctx.attrs().get_ints("pads");
-  if (strides.empty()) strides.assign(r - 2, 1);
-  if (pads.empty()) pads.assign(2 * (r - 2), 0);
+  const std::vector<int64_t> strides = ints_or_fill(ctx.attrs(), "strides", r - 2, 1);
+  const std::vector<int64_t> pads = ints_or_fill(ctx.attrs(), "pads", 2 * (r - 2), 0);
   if (strides.size() != r - 2 || pads.size() != 2 * (r - 2))
     return ctx.error(StatusCode::kInvalidArgument, "strides or pads do not match the spatial rank");
   std::vector<int64_t> out_dims = {x->dims[0], x->dims[1]};
@@ -1140,7 +1111,7 @@ Status kernel_MaxUnpool(OpContext& ctx) {
   // Indices address the default unpooled shape; a larger output_shape pads at the end of
   // each spatial dim (as ONNX Runtime does), so indices are mapped through coordinates.
   for (int64_t d : out_dims)
-    if (d < 0) return ctx.error(StatusCode::kInvalidArgument, "output shape ", dims_str(out_dims), " is negative");
+    if (d < 0) return ctx.error(StatusCode::kInvalidArgument, "output shape ", dims_string(out_dims), " is negative");
   const std::vector<int64_t> default_dims = out_dims;
   if (oshape) {
     std::vector<int64_t> os;
@@ -1148,8 +1119,8 @@ Status kernel_MaxUnpool(OpContext& ctx) {
       return ctx.error(StatusCode::kInvalidArgument, "output_shape must be an integer tensor of ", r, " values");
     for (size_t d = 0; d < r; ++d)
       if (os[d] < default_dims[d] || (d < 2 && os[d] != x->dims[d]))
-        return ctx.error(StatusCode::kInvalidArgument, "output_shape ", dims_str(os), " is smaller than the unpooled shape ",
-                         dims_str(default_dims));
+        return ctx.error(StatusCode::kInvalidArgument, "output_shape ", dims_string(os), " is smaller than the unpooled shape ",
+                         dims_string(default_dims));
     out_dims = os;
   }
   CUVIL_RETURN_IF_ERROR(check_numel(ctx, out_dims, "output"));
@@ -1164,7 +1135,7 @@ Status kernel_MaxUnpool(OpContext& ctx) {
   for (int64_t i = 0; i < n; ++i)
     if (ip[i] < 0 || ip[i] >= total)
       return ctx.error(StatusCode::kRuntime, "index I[", i, "] = ", ip[i], " is outside the unpooled shape ",
-                       dims_str(default_dims), " (", total, " elements)");
+                       dims_string(default_dims), " (", total, " elements)");
   if (y->numel() > 0) std::memset(y->data, 0, static_cast<size_t>(y->numel()) * esize);
   uint8_t* yb = static_cast<uint8_t*>(y->data);
   const uint8_t* xb = static_cast<const uint8_t*>(x->data);
@@ -1188,7 +1159,7 @@ Status kernel_BatchNormalization(OpContext& ctx) {
   for (size_t i = 1; i < 5; ++i)
     if (!ctx.input(i)) return ctx.error(StatusCode::kInvalidArgument, "input ", i, " is required");
   if (x->dims.size() < 2)
-    return ctx.error(StatusCode::kInvalidArgument, "X must be [N, C, ...], got ", dims_str(x->dims));
+    return ctx.error(StatusCode::kInvalidArgument, "X must be [N, C, ...], got ", dims_string(x->dims));
   if (!is_float_dtype(x->dtype)) return ctx.error(StatusCode::kInvalidArgument, "X must be a float tensor");
   for (size_t i = 1; i < 5; ++i)
     if (!is_float_dtype(ctx.input(i)->dtype))
@@ -1199,7 +1170,7 @@ Status kernel_BatchNormalization(OpContext& ctx) {
   const bool per_activation = pcount == c * inner && pcount != c;
   for (size_t i = 1; i < 5; ++i)
     if (ctx.input(i)->numel() != (per_activation ? c * inner : c))
-      return ctx.error(StatusCode::kInvalidArgument, "input ", i, " ", dims_str(ctx.input(i)->dims), " must have ", c,
+      return ctx.error(StatusCode::kInvalidArgument, "input ", i, " ", dims_string(ctx.input(i)->dims), " must have ", c,
                        " elements");
   const double eps = ctx.attrs().get_float("epsilon", 1e-5f);
   const double momentum = ctx.attrs().get_float("momentum", 0.9f);
@@ -1282,7 +1253,7 @@ Status kernel_InstanceNormalization(OpContext& ctx) {
   const TensorView* bi = ctx.input(2);
   if (!x || !sc || !bi) return ctx.error(StatusCode::kInvalidArgument, "expects inputs input, scale and B");
   if (x->dims.size() < 3)
-    return ctx.error(StatusCode::kInvalidArgument, "input must be [N, C, D...], got ", dims_str(x->dims));
+    return ctx.error(StatusCode::kInvalidArgument, "input must be [N, C, D...], got ", dims_string(x->dims));
   if (!is_float_dtype(x->dtype)) return ctx.error(StatusCode::kInvalidArgument, "input must be a float tensor");
   const int64_t n = x->dims[0], c = x->dims[1], inner = product(x->dims, 2);
   if (sc->numel() != c || bi->numel() != c)
@@ -1333,7 +1304,7 @@ Status expand_param(OpContext& ctx, const TensorView* t, const std::vector<int64
   if (!t) return Status::ok();
   std::vector<int64_t> b;
   if (t->dims.size() > dims.size() || !broadcast_shape(t->dims, dims, &b) || b != dims)
-    return ctx.error(StatusCode::kInvalidArgument, what, " ", dims_str(t->dims), " does not broadcast to ", dims_str(dims));
+    return ctx.error(StatusCode::kInvalidArgument, what, " ", dims_string(t->dims), " does not broadcast to ", dims_string(dims));
   const std::vector<int64_t> st = broadcast_strides(t->dims, dims);
   std::vector<int64_t> idx(dims.size(), 0);
   for (int64_t i = 0; i < n; ++i) {
@@ -1416,7 +1387,7 @@ Status kernel_GroupNormalization(OpContext& ctx) {
   const TensorView* bi = ctx.input(2);
   if (!x || !sc || !bi) return ctx.error(StatusCode::kInvalidArgument, "expects inputs X, scale and bias");
   if (!is_float_dtype(x->dtype)) return ctx.error(StatusCode::kInvalidArgument, "X must be a float tensor");
-  if (x->dims.size() < 2) return ctx.error(StatusCode::kInvalidArgument, "X must be [N, C, ...], got ", dims_str(x->dims));
+  if (x->dims.size() < 2) return ctx.error(StatusCode::kInvalidArgument, "X must be [N, C, ...], got ", dims_string(x->dims));
   const int64_t groups = ctx.attrs().get_int("num_groups", 0);
   const int64_t n = x->dims[0], c = x->dims[1], inner = product(x->dims, 2);
   if (groups < 1 || c % groups != 0)
@@ -1425,7 +1396,7 @@ Status kernel_GroupNormalization(OpContext& ctx) {
   const bool per_channel = sc->numel() == c;
   if ((!per_channel && sc->numel() != groups) || bi->numel() != sc->numel())
     return ctx.error(StatusCode::kInvalidArgument, "scale and bias must have ", c, " (or num_groups) elements, got ",
-                     dims_str(sc->dims), " and ", dims_str(bi->dims));
+                     dims_string(sc->dims), " and ", dims_string(bi->dims));
   const double eps = ctx.attrs().get_float("epsilon", 1e-5f);
   TensorView* y = nullptr;
   CUVIL_RETURN_IF_ERROR(ctx.allocate_output(0, x->dtype, x->dims, &y));
@@ -1463,7 +1434,7 @@ Status kernel_LRN(OpContext& ctx) {
   const TensorView* x = ctx.input(0);
   if (!x) return ctx.error(StatusCode::kInvalidArgument, "expects input X");
   if (!is_float_dtype(x->dtype)) return ctx.error(StatusCode::kInvalidArgument, "X must be a float tensor");
-  if (x->dims.size() < 2) return ctx.error(StatusCode::kInvalidArgument, "X must be [N, C, ...], got ", dims_str(x->dims));
+  if (x->dims.size() < 2) return ctx.error(StatusCode::kInvalidArgument, "X must be [N, C, ...], got ", dims_string(x->dims));
   const int64_t size = ctx.attrs().get_int("size", 0);
   if (size < 1) return ctx.error(StatusCode::kInvalidArgument, "size = ", size, " must be >= 1");
   const double alpha = ctx.attrs().get_float("alpha", 1e-4f), beta = ctx.attrs().get_float("beta", 0.75f);
@@ -1597,7 +1568,7 @@ Status kernel_GridSample(OpContext& ctx) {
   if (!x || !grid) return ctx.error(StatusCode::kInvalidArgument, "expects inputs X and grid");
   const size_t r = x->dims.size();
   if (r < 3 || grid->dims.size() != r || grid->dims[0] != x->dims[0] || grid->dims[r - 1] != static_cast<int64_t>(r - 2))
-    return ctx.error(StatusCode::kInvalidArgument, "X ", dims_str(x->dims), " and grid ", dims_str(grid->dims),
+    return ctx.error(StatusCode::kInvalidArgument, "X ", dims_string(x->dims), " and grid ", dims_string(grid->dims),
                      " must be [N, C, D...] and [N, D_out..., ", r - 2, "]");
   if (!is_float_dtype(x->dtype) || !is_float_dtype(grid->dtype))
     return ctx.error(StatusCode::kInvalidArgument, "X and grid must be float tensors");
@@ -1613,10 +1584,9 @@ Status kernel_GridSample(OpContext& ctx) {
   const size_t sr = r - 2;
   if (mode == "cubic" && sr > 3) return ctx.error(StatusCode::kUnsupported, "cubic mode supports up to 3 spatial dims");
   const int64_t n = x->dims[0], c = x->dims[1];
-  const std::vector<int64_t> in(x->dims.begin() + 2, x->dims.end());
+  const std::vector<int64_t> in = spatial_dims(x->dims);
   const std::vector<int64_t> gout(grid->dims.begin() + 1, grid->dims.end() - 1);
-  std::vector<int64_t> out_dims = {n, c};
-  out_dims.insert(out_dims.end(), gout.begin(), gout.end());
+  const std::vector<int64_t> out_dims = image_dims(n, c, gout);
   CUVIL_RETURN_IF_ERROR(check_numel(ctx, out_dims, "output"));
   const int64_t pin = product(in), pout = product(gout);
   TensorView* y = nullptr;
@@ -1725,18 +1695,17 @@ Status kernel_Col2Im(OpContext& ctx) {
       image.empty())
     return ctx.error(StatusCode::kInvalidArgument, "image_shape and block_shape must be integer tensors of equal length");
   if (x->dims.size() != 3) return ctx.error(StatusCode::kInvalidArgument, "input must be [N, C*prod(block), L], got ",
-                                            dims_str(x->dims));
+                                            dims_string(x->dims));
   for (int64_t v : image)
-    if (v < 1) return ctx.error(StatusCode::kInvalidArgument, "image_shape ", dims_str(image), " must be positive");
+    if (v < 1) return ctx.error(StatusCode::kInvalidArgument, "image_shape ", dims_string(image), " must be positive");
   Window w;
   CUVIL_RETURN_IF_ERROR(window_geometry(ctx, image, block, false, &w));
   const int64_t kprod = product(block), blocks = product(w.out);
   if (x->dims[1] % kprod != 0 || x->dims[2] != blocks)
-    return ctx.error(StatusCode::kInvalidArgument, "input ", dims_str(x->dims), " does not match block_shape ",
-                     dims_str(block), " (", blocks, " blocks)");
+    return ctx.error(StatusCode::kInvalidArgument, "input ", dims_string(x->dims), " does not match block_shape ",
+                     dims_string(block), " (", blocks, " blocks)");
   const int64_t n = x->dims[0], c = x->dims[1] / kprod, pimg = product(image);
-  std::vector<int64_t> out_dims = {n, c};
-  out_dims.insert(out_dims.end(), image.begin(), image.end());
+  const std::vector<int64_t> out_dims = image_dims(n, c, image);
   CUVIL_RETURN_IF_ERROR(check_numel(ctx, out_dims, "output"));
   TensorView* y = nullptr;
   CUVIL_RETURN_IF_ERROR(ctx.allocate_output(0, x->dtype, out_dims, &y));

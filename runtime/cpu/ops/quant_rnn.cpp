@@ -19,12 +19,6 @@
 namespace cuvil::rt::ops {
 namespace {
 
-std::string dims_str(const std::vector<int64_t>& d) {
-  std::string s = "[";
-  for (size_t i = 0; i < d.size(); ++i) s += (i ? "," : "") + std::to_string(d[i]);
-  return s + "]";
-}
-
 bool is_float_dtype(DType t) { return visit_dtype<kFloatTypes>(t, [](auto) {}); }
 
 // ---- float8 (E4M3FN, E4M3FNUZ, E5M2, E5M2FNUZ) ----------------------------------------------
@@ -168,8 +162,8 @@ Status quant_map(OpContext& ctx, const TensorView& x, const TensorView& scale, c
   const int64_t block = ctx.attrs().get_int("block_size", 0);
   if (block < 0) return ctx.error(StatusCode::kInvalidArgument, "block_size = ", block, " must be >= 0");
   if (zp && zp->dims != scale.dims && !(zp->numel() == 1 && scale.numel() == 1))
-    return ctx.error(StatusCode::kInvalidArgument, "zero point ", dims_str(zp->dims), " must have the shape of scale ",
-                     dims_str(scale.dims));
+    return ctx.error(StatusCode::kInvalidArgument, "zero point ", dims_string(zp->dims), " must have the shape of scale ",
+                     dims_string(scale.dims));
   if (scale.numel() == 1 && scale.dims.size() <= 1 && block == 0) {
     m->per_tensor = true;
     return Status::ok();
@@ -187,7 +181,7 @@ Status quant_map(OpContext& ctx, const TensorView& x, const TensorView& scale, c
   }
   if (block == 0) {
     if (scale.dims.size() != 1 || scale.dims[0] != m->axis_dim)
-      return ctx.error(StatusCode::kInvalidArgument, "per-axis scale ", dims_str(scale.dims), " must be [", m->axis_dim,
+      return ctx.error(StatusCode::kInvalidArgument, "per-axis scale ", dims_string(scale.dims), " must be [", m->axis_dim,
                        "] for axis ", axis);
     return Status::ok();
   }
@@ -196,7 +190,7 @@ Status quant_map(OpContext& ctx, const TensorView& x, const TensorView& scale, c
   std::vector<int64_t> expect = x.dims;
   expect[axis] = m->scale_axis_dim;
   if (scale.dims != expect)
-    return ctx.error(StatusCode::kInvalidArgument, "blocked scale ", dims_str(scale.dims), " must be ", dims_str(expect),
+    return ctx.error(StatusCode::kInvalidArgument, "blocked scale ", dims_string(scale.dims), " must be ", dims_string(expect),
                      " for block_size ", block);
   return Status::ok();
 }
@@ -506,7 +500,7 @@ Status recurrent(OpContext& ctx, RnnKind kind) {
     return ctx.error(StatusCode::kInvalidArgument, "direction '", direction, "' is invalid");
   s.layout = at.get_int("layout", 0);
   if (s.layout != 0 && s.layout != 1) return ctx.error(StatusCode::kInvalidArgument, "layout must be 0 or 1");
-  if (x->dims.size() != 3) return ctx.error(StatusCode::kInvalidArgument, "X must be rank 3, got ", dims_str(x->dims));
+  if (x->dims.size() != 3) return ctx.error(StatusCode::kInvalidArgument, "X must be rank 3, got ", dims_string(x->dims));
   s.seq = s.layout ? x->dims[1] : x->dims[0];
   s.batch = s.layout ? x->dims[0] : x->dims[1];
   s.input = x->dims[2];
@@ -515,19 +509,19 @@ Status recurrent(OpContext& ctx, RnnKind kind) {
   const int64_t H = s.hidden, GH = s.gates * H;
   if (H <= 0) return ctx.error(StatusCode::kInvalidArgument, "hidden_size must be positive");
   if (w->dims != std::vector<int64_t>{s.dirs, GH, s.input})
-    return ctx.error(StatusCode::kInvalidArgument, "W ", dims_str(w->dims), " must be ", dims_str({s.dirs, GH, s.input}));
+    return ctx.error(StatusCode::kInvalidArgument, "W ", dims_string(w->dims), " must be ", dims_string({s.dirs, GH, s.input}));
   if (r->dims != std::vector<int64_t>{s.dirs, GH, H})
-    return ctx.error(StatusCode::kInvalidArgument, "R ", dims_str(r->dims), " must be ", dims_str({s.dirs, GH, H}));
+    return ctx.error(StatusCode::kInvalidArgument, "R ", dims_string(r->dims), " must be ", dims_string({s.dirs, GH, H}));
   if (b && (b->dtype != x->dtype || b->dims != std::vector<int64_t>{s.dirs, 2 * GH}))
-    return ctx.error(StatusCode::kInvalidArgument, "B ", dims_str(b->dims), " must be ", dims_str({s.dirs, 2 * GH}));
+    return ctx.error(StatusCode::kInvalidArgument, "B ", dims_string(b->dims), " must be ", dims_string({s.dirs, 2 * GH}));
   const std::vector<int64_t> state_dims =
       s.layout ? std::vector<int64_t>{s.batch, s.dirs, H} : std::vector<int64_t>{s.dirs, s.batch, H};
   if (h0 && (h0->dtype != x->dtype || h0->dims != state_dims))
-    return ctx.error(StatusCode::kInvalidArgument, "initial_h ", dims_str(h0->dims), " must be ", dims_str(state_dims));
+    return ctx.error(StatusCode::kInvalidArgument, "initial_h ", dims_string(h0->dims), " must be ", dims_string(state_dims));
   if (c0 && (c0->dtype != x->dtype || c0->dims != state_dims))
-    return ctx.error(StatusCode::kInvalidArgument, "initial_c ", dims_str(c0->dims), " must be ", dims_str(state_dims));
+    return ctx.error(StatusCode::kInvalidArgument, "initial_c ", dims_string(c0->dims), " must be ", dims_string(state_dims));
   if (p && (p->dtype != x->dtype || p->dims != std::vector<int64_t>{s.dirs, 3 * H}))
-    return ctx.error(StatusCode::kInvalidArgument, "P ", dims_str(p->dims), " must be ", dims_str({s.dirs, 3 * H}));
+    return ctx.error(StatusCode::kInvalidArgument, "P ", dims_string(p->dims), " must be ", dims_string({s.dirs, 3 * H}));
   s.lens.assign(static_cast<size_t>(s.batch), s.seq);
   if (lens) {
     std::vector<int64_t> l;

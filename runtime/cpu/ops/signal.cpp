@@ -18,12 +18,6 @@ namespace {
 using cd = std::complex<double>;
 constexpr double kPi = 3.14159265358979323846;
 
-std::string dims_str(const std::vector<int64_t>& d) {
-  std::string s = "[";
-  for (size_t i = 0; i < d.size(); ++i) s += (i ? "," : "") + std::to_string(d[i]);
-  return s + "]";
-}
-
 bool is_float_dtype(DType t) { return visit_dtype<kFloatTypes>(t, [](auto) {}); }
 
 // Largest transform length accepted (the output and the scratch stay far below memory caps).
@@ -152,14 +146,14 @@ Status kernel_DFT(OpContext& ctx) {
   const int64_t rank = static_cast<int64_t>(x->dims.size());
   if (rank < 2 || (x->dims.back() != 1 && x->dims.back() != 2))
     return ctx.error(StatusCode::kInvalidArgument, "input must be [..., 1] (real) or [..., 2] (complex), got ",
-                     dims_str(x->dims));
+                     dims_string(x->dims));
   const bool inverse = ctx.attrs().get_int("inverse", 0) != 0;
   const bool onesided = ctx.attrs().get_int("onesided", 0) != 0;
   int64_t axis = ctx.opset() >= 20 ? -2 : ctx.attrs().get_int("axis", 1);
   if (ctx.opset() >= 20 && ctx.input(2)) CUVIL_RETURN_IF_ERROR(read_int_scalar(ctx, ctx.input(2), "axis", &axis));
   int64_t ax = 0;
   if (!normalize_axis(axis, rank, &ax) || ax == rank - 1)
-    return ctx.error(StatusCode::kInvalidArgument, "axis ", axis, " is out of range for input ", dims_str(x->dims));
+    return ctx.error(StatusCode::kInvalidArgument, "axis ", axis, " is out of range for input ", dims_string(x->dims));
   const int64_t n_in = x->dims[ax];
   int64_t len = n_in;
   if (ctx.input(1)) CUVIL_RETURN_IF_ERROR(read_int_scalar(ctx, ctx.input(1), "dft_length", &len));
@@ -214,14 +208,14 @@ Status kernel_STFT(OpContext& ctx) {
   if (!x || !ctx.input(1)) return ctx.error(StatusCode::kInvalidArgument, "expects inputs signal and frame_step");
   if (!is_float_dtype(x->dtype)) return ctx.error(StatusCode::kInvalidArgument, "signal must be a float tensor");
   if (x->dims.size() != 3 || (x->dims[2] != 1 && x->dims[2] != 2))
-    return ctx.error(StatusCode::kInvalidArgument, "signal must be [batch, length, 1 or 2], got ", dims_str(x->dims));
+    return ctx.error(StatusCode::kInvalidArgument, "signal must be [batch, length, 1 or 2], got ", dims_string(x->dims));
   int64_t step = 0;
   CUVIL_RETURN_IF_ERROR(read_int_scalar(ctx, ctx.input(1), "frame_step", &step));
   if (step < 1) return ctx.error(StatusCode::kInvalidArgument, "frame_step = ", step, " must be >= 1");
   int64_t flen = -1;
   if (window) {
     if (window->dims.size() != 1 || !is_float_dtype(window->dtype))
-      return ctx.error(StatusCode::kInvalidArgument, "window must be a 1-D float tensor, got ", dims_str(window->dims));
+      return ctx.error(StatusCode::kInvalidArgument, "window must be a 1-D float tensor, got ", dims_string(window->dims));
     flen = window->dims[0];
   }
   if (ctx.input(3)) {
@@ -386,12 +380,12 @@ Status nll(OpContext& ctx, const TensorView& input, const double* logp, const Te
   const bool has_ignore = ctx.attrs().has("ignore_index");
   const int64_t ignore = ctx.attrs().get_int("ignore_index", 0);
   if (input.dims.size() < 2)
-    return ctx.error(StatusCode::kInvalidArgument, "input must be [N, C, ...], got ", dims_str(input.dims));
+    return ctx.error(StatusCode::kInvalidArgument, "input must be [N, C, ...], got ", dims_string(input.dims));
   const int64_t n = input.dims[0], c = input.dims[1];
   std::vector<int64_t> tdims = {n};
   tdims.insert(tdims.end(), input.dims.begin() + 2, input.dims.end());
   if (target.dims != tdims)
-    return ctx.error(StatusCode::kInvalidArgument, "target ", dims_str(target.dims), " must be ", dims_str(tdims));
+    return ctx.error(StatusCode::kInvalidArgument, "target ", dims_string(target.dims), " must be ", dims_string(tdims));
   std::vector<int64_t> labels;
   if (!read_int_tensor(&target, &labels))
     return ctx.error(StatusCode::kInvalidArgument, "target must be an integer tensor");
@@ -447,7 +441,7 @@ Status kernel_SoftmaxCrossEntropyLoss(OpContext& ctx) {
   if (!x || !t) return ctx.error(StatusCode::kInvalidArgument, "expects inputs scores and labels");
   if (!is_float_dtype(x->dtype)) return ctx.error(StatusCode::kInvalidArgument, "scores must be a float tensor");
   if (x->dims.size() < 2)
-    return ctx.error(StatusCode::kInvalidArgument, "scores must be [N, C, ...], got ", dims_str(x->dims));
+    return ctx.error(StatusCode::kInvalidArgument, "scores must be [N, C, ...], got ", dims_string(x->dims));
   const int64_t n = x->dims[0], c = x->dims[1], inner = x->numel() / std::max<int64_t>(n * c, 1);
   std::vector<double> xb;
   const double* xp = compute_data<double>(*x, &xb);
@@ -480,7 +474,7 @@ Status kernel_NonMaxSuppression(OpContext& ctx) {
   if (!boxes || !scores) return ctx.error(StatusCode::kInvalidArgument, "expects inputs boxes and scores");
   if (boxes->dims.size() != 3 || boxes->dims[2] != 4 || scores->dims.size() != 3 || scores->dims[0] != boxes->dims[0] ||
       scores->dims[2] != boxes->dims[1])
-    return ctx.error(StatusCode::kInvalidArgument, "boxes ", dims_str(boxes->dims), " and scores ", dims_str(scores->dims),
+    return ctx.error(StatusCode::kInvalidArgument, "boxes ", dims_string(boxes->dims), " and scores ", dims_string(scores->dims),
                      " must be [B, S, 4] and [B, classes, S]");
   if (!is_float_dtype(boxes->dtype) || !is_float_dtype(scores->dtype))
     return ctx.error(StatusCode::kInvalidArgument, "boxes and scores must be float tensors");

@@ -18,100 +18,6 @@
 namespace cuvil::rt::ops {
 namespace {
 
-// The largest output a kernel of this file allocates; bigger requests are data errors, not
-// allocations that may take the process down.
-constexpr uint64_t kMaxOutputBytes = uint64_t{1} << 32;
-
-std::string dims_str(const std::vector<int64_t>& dims) {
-  std::ostringstream os;
-  os << "[";
-  for (size_t i = 0; i < dims.size(); ++i) os << (i ? "," : "") << dims[i];
-  os << "]";
-  return os.str();
-}
-
-Status require_input(const OpContext& ctx, size_t i, const TensorView** out) {
-  *out = ctx.input(i);
-  if (!*out) return ctx.error(StatusCode::kInvalidArgument, "input ", i, " is missing");
-  // Strings have no fixed-size storage; kernels that read elements reject them (require_sized).
-  if (dtype_bits((*out)->dtype) > 0 && (*out)->numel() > 0 && !(*out)->data)
-    return ctx.error(StatusCode::kInvalidArgument, "input ", i, " has no data");
-  return Status::ok();
-}
-
-// Kernels that copy raw elements need a fixed element size; strings have none.
-Status require_sized(const OpContext& ctx, DType t, const char* what) {
-  if (dtype_bits(t) <= 0)
-    return ctx.error(StatusCode::kUnsupported, what, " has dtype ", dtype_name(t),
-                     ", which this kernel does not support");
-  return Status::ok();
-}
-
-// Checks dims (non-negative, no overflow, at most kMaxOutputBytes) and allocates output i.
-// Sub-byte outputs are zeroed so the padding nibble of the last byte is deterministic.
-Status allocate_checked(OpContext& ctx, size_t i, DType dtype, const std::vector<int64_t>& dims,
-                        TensorView** out) {
-  int64_t n = 0;
-  if (!dims_numel(dims, &n))
-    return ctx.error(StatusCode::kShape, "output ", i, " would have invalid dims ", dims_str(dims));
-  const int bits = dtype_bits(dtype);
-  auto total_bits = checked_mul_u64(static_cast<uint64_t>(n), static_cast<uint64_t>(bits));
-  if (!total_bits || (*total_bits + 7) / 8 > kMaxOutputBytes)
-    return ctx.error(StatusCode::kOutOfMemory, "output ", i, " of dims ", dims_str(dims), " (",
-                     dtype_name(dtype), ") is larger than the ", kMaxOutputBytes, "-byte limit");
-  CUVIL_RETURN_IF_ERROR(ctx.allocate_output(i, dtype, dims, out));
-  if (bits % 8 != 0 && (*out)->data) std::memset((*out)->data, 0, (*out)->bytes());
-  return Status::ok();
-}
-
-inline uint8_t get_nibble(const void* p, int64_t i) {
-  const uint8_t b = static_cast<const uint8_t*>(p)[i >> 1];
-  return (i & 1) ? static_cast<uint8_t>(b >> 4) : static_cast<uint8_t>(b & 0xf);
-}
-inline void set_nibble(void* p, int64_t i, uint8_t v) {
-  uint8_t& b = static_cast<uint8_t*>(p)[i >> 1];
-  b = (i & 1) ? static_cast<uint8_t>((b & 0x0f) | (v << 4))
-              : static_cast<uint8_t>((b & 0xf0) | (v & 0xf));
-}
-
-// Copies n elements of `bits` bits: src[si, si+n) -> dst[di, di+n).
-void copy_elems(void* dst, int64_t di, const void* src, int64_t si, int64_t n, int bits) {
-  if (n <= 0) return;
-  if (bits % 8 == 0) {
-    const size_t es = static_cast<size_t>(bits / 8);
-    std::memcpy(static_cast<uint8_t*>(dst) + di * es, static_cast<const uint8_t*>(src) + si * es,
-                static_cast<size_t>(n) * es);
-    return;
-  }
-  for (int64_t k = 0; k < n; ++k) set_nibble(dst, di + k, get_nibble(src, si + k));
-}
-
-// Fills dst[di, di+n) with copies of the one element at `value`.
-void fill_elems(void* dst, int64_t di, int64_t n, const void* value, int bits) {
-  if (n <= 0) return;
-  if (bits % 8 == 0) {
-    const size_t es = static_cast<size_t>(bits / 8);
-    uint8_t* p = static_cast<uint8_t*>(dst) + di * es;
-    std::memcpy(p, value, es);
-    // Doubling copies: log(n) memcpy calls.
-    size_t done = 1;
-    while (done < static_cast<size_t>(n)) {
-      const size_t chunk = std::min(done, static_cast<size_t>(n) - done);
-      std::memcpy(p + done * es, p, chunk * es);
-      done += chunk;
-    }
-    return;
-  }
-  const uint8_t v = get_nibble(value, 0);
-  for (int64_t k = 0; k < n; ++k) set_nibble(dst, di + k, v);
-}
-
-int64_t product(const std::vector<int64_t>& dims, size_t begin, size_t end) {
-  int64_t p = 1;
-  for (size_t i = begin; i < end && i < dims.size(); ++i) p *= dims[i];
-  return p;
-}
-
 // Axes from the attribute (older opsets) or from input `input_index` (newer ones).
 Status read_axes(const OpContext& ctx, bool from_input, size_t input_index,
                  std::vector<int64_t>* axes, bool* given) {
@@ -152,8 +58,8 @@ Status normalize_axes(const OpContext& ctx, std::vector<int64_t>* axes, int64_t 
 Status copy_with_dims(OpContext& ctx, const TensorView& x, const std::vector<int64_t>& dims) {
   int64_t n = 0;
   if (!dims_numel(dims, &n) || n != x.numel())
-    return ctx.error(StatusCode::kShape, "cannot view input of dims ", dims_str(x.dims), " (",
-                     x.numel(), " elements) as ", dims_str(dims));
+    return ctx.error(StatusCode::kShape, "cannot view input of dims ", dims_string(x.dims), " (",
+                     x.numel(), " elements) as ", dims_string(dims));
   CUVIL_RETURN_IF_ERROR(require_sized(ctx, x.dtype, "input 0"));
   TensorView* out = nullptr;
   CUVIL_RETURN_IF_ERROR(allocate_checked(ctx, 0, x.dtype, dims, &out));
@@ -239,7 +145,7 @@ Status kernel_Reshape(OpContext& ctx) {
       d = x->dims[i];
     } else if (d == -1) {
       if (infer_at >= 0)
-        return ctx.error(StatusCode::kShape, "shape ", dims_str(shape), " has more than one -1");
+        return ctx.error(StatusCode::kShape, "shape ", dims_string(shape), " has more than one -1");
       infer_at = static_cast<int64_t>(i);
       continue;
     } else if (d < 0) {
@@ -247,14 +153,14 @@ Status kernel_Reshape(OpContext& ctx) {
     }
     dims[i] = d;
     auto k = checked_mul(known, d);
-    if (!k) return ctx.error(StatusCode::kShape, "shape ", dims_str(shape), " overflows");
+    if (!k) return ctx.error(StatusCode::kShape, "shape ", dims_string(shape), " overflows");
     known = *k;
   }
   const int64_t numel = x->numel();
   if (infer_at >= 0) {
     if (known == 0 || numel % known != 0)
-      return ctx.error(StatusCode::kShape, "cannot infer the -1 of shape ", dims_str(shape),
-                       " for ", numel, " elements (input dims ", dims_str(x->dims), ")");
+      return ctx.error(StatusCode::kShape, "cannot infer the -1 of shape ", dims_string(shape),
+                       " for ", numel, " elements (input dims ", dims_string(x->dims), ")");
     dims[static_cast<size_t>(infer_at)] = numel / known;
   }
   return copy_with_dims(ctx, *x, dims);
@@ -345,8 +251,8 @@ Status kernel_Concat(OpContext& ctx) {
     for (size_t d = 0; same && d < t->dims.size(); ++d)
       same = d == ax || t->dims[d] == first->dims[d];
     if (!same)
-      return ctx.error(StatusCode::kShape, "input ", i, " has dims ", dims_str(t->dims),
-                       ", which do not match input 0 ", dims_str(first->dims), " outside axis ",
+      return ctx.error(StatusCode::kShape, "input ", i, " has dims ", dims_string(t->dims),
+                       ", which do not match input 0 ", dims_string(first->dims), " outside axis ",
                        axis);
     auto s = checked_add(dims[ax], t->dims[ax]);
     if (!s) return ctx.error(StatusCode::kShape, "concatenated axis overflows");
@@ -423,7 +329,7 @@ Status kernel_Split(OpContext& ctx) {
     sum = *t;
   }
   if (sum != dim)
-    return ctx.error(StatusCode::kShape, "'split' sizes ", dims_str(sizes), " sum to ", sum,
+    return ctx.error(StatusCode::kShape, "'split' sizes ", dims_string(sizes), " sum to ", sum,
                      " but axis ", axis, " has size ", dim);
   const int bits = dtype_bits(x->dtype);
   const int64_t outer = product(x->dims, 0, ax);
@@ -493,7 +399,7 @@ Status kernel_ConstantOfShape(OpContext& ctx) {
                      "; expected int64");
   for (int64_t d : dims)
     if (d < 0)
-      return ctx.error(StatusCode::kShape, "shape ", dims_str(dims), " has a negative dim");
+      return ctx.error(StatusCode::kShape, "shape ", dims_string(dims), " has a negative dim");
   const TensorView* value = ctx.attrs().get_tensor("value");
   const float zero = 0.0f;
   DType dtype = DType::Float;
@@ -588,7 +494,7 @@ Status kernel_EyeLike(OpContext& ctx) {
   const TensorView* x = nullptr;
   CUVIL_RETURN_IF_ERROR(require_input(ctx, 0, &x));
   if (x->dims.size() != 2)
-    return ctx.error(StatusCode::kShape, "input must be 2-D, has dims ", dims_str(x->dims));
+    return ctx.error(StatusCode::kShape, "input must be 2-D, has dims ", dims_string(x->dims));
   DType dtype = x->dtype;
   if (ctx.attrs().has("dtype")) {
     const int64_t code = ctx.attrs().get_int("dtype", 0);
@@ -708,7 +614,7 @@ Status kernel_Compress(OpContext& ctx) {
   CUVIL_RETURN_IF_ERROR(require_sized(ctx, x->dtype, "input 0"));
   if (cond->dims.size() != 1)
     return ctx.error(StatusCode::kShape, "input 'condition' must be 1-D, has dims ",
-                     dims_str(cond->dims));
+                     dims_string(cond->dims));
   std::vector<bool> keep(static_cast<size_t>(cond->numel()));
   const bool known = visit_dtype(cond->dtype, [&](auto tag) {
     using T = typename decltype(tag)::type;
