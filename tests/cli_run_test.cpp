@@ -189,10 +189,10 @@ TEST(CliRunModels, TorchScriptedLoopMatchesOnnxRuntime) {
   TempDir tmp;
   const std::string dir = std::string(CUVIL_SOURCE_DIR) + "/testdata/models/";
   const std::string pkg = tmp.file("loop_append.cuvir");
-  RunResult c = run_binary(tmp.path(), CUVIL_CUVILC, {"compile", dir + "loop_append.onnx", "-o", pkg});
+  RunResult c = run_tool(tmp.path(), CUVIL_CUVILC, {"compile", dir + "loop_append.onnx", "-o", pkg});
   ASSERT_EQ(c.exit_code, 0) << c.err;
   const std::string out_dir = tmp.file("out");
-  RunResult r = run_binary(tmp.path(), CUVIL_RUN,
+  RunResult r = run_tool(tmp.path(), CUVIL_RUN,
                            {pkg, "--input", "x=" + dir + "loop_append_x.npy", "--output-dir", out_dir});
   ASSERT_EQ(r.exit_code, 0) << r.err;
   for (const char* name : {"h", "hs"}) {

@@ -16,9 +16,6 @@
 namespace cuvil::rt::ops {
 namespace {
 
-// Same cap as the tensor/movement kernels: outputs above it are refused before allocating.
-constexpr uint64_t kMaxOutputBytes = uint64_t{1} << 32;
-
 enum class TfIdfMode { kTF, kIDF, kTFIDF };
 
 // The pool as a trie over token ids: a node per distinct pool n-gram prefix. `slot` of a node
