@@ -7,6 +7,7 @@
 #include <sstream>
 
 #include "codegen/memory_plan.h"
+#include "codegen/tile_kernels.h"
 #include "runtime/op_kernel.h"
 #include "support/error.h"
 
@@ -243,7 +244,24 @@ class Lowerer {
     std::vector<size_t> nodes;  // in topological order
     ValueId output = kNoValue;
     Shape domain;
+    bool loop = false;  // one node lowered by codegen/tile_kernels (reduction loop)
   };
+
+  tile::KernelContext kernel_context() {
+    return {graph_, model_.ranges, [this](const DimExpr& e) { return expr(e); },
+            [this](ValueId v) { return tensor_of_.at(v); },
+            [this](ValueId v) -> const Shape& { return shapes_[tensor_of_.at(v)]; }};
+  }
+
+  // A node that becomes a loop kernel of its own (codegen/tile_kernels.h); its shapes must
+  // not wait on data, since a kernel's extents are evaluated before it runs.
+  bool loop_kernel(const Node& n) {
+    for (ValueId v : n.inputs)
+      if (v != kNoValue && mentions_data_dependent(shapes_[tensor_of_.at(v)])) return false;
+    for (ValueId v : n.outputs)
+      if (v == kNoValue || mentions_data_dependent(shapes_[tensor_of_.at(v)])) return false;
+    return tile::is_loop_kernel(n, kernel_context());
+  }
 
   bool is_f32(ValueId id) const { return id != kNoValue && graph_.value(id).dtype == DType::Float; }
 
@@ -260,6 +278,11 @@ class Lowerer {
   }
 
   bool fusible(const Node& n) const {
+    if (tile::fusible_cast(n, graph_)) {
+      const Shape& domain = shapes_[tensor_of_.at(n.outputs[0])];
+      return !mentions_data_dependent(domain) &&
+             broadcastable(shapes_[tensor_of_.at(n.inputs[0])], domain);
+    }
     if (n.outputs.size() != 1 || !is_f32(n.outputs[0])) return false;
     const bool unary = tile_unary(n.op_type).has_value();
     const bool binary = tile_binary(n.op_type).has_value() && n.inputs.size() == 2;
@@ -296,6 +319,11 @@ class Lowerer {
     group_of_node_.assign(graph_.nodes.size(), -1);
     for (size_t i = 0; i < graph_.nodes.size(); ++i) {
       const Node& n = graph_.nodes[i];
+      if (opt_.fuse_elementwise && loop_kernel(n)) {
+        groups_.push_back(Group{{i}, n.outputs[0], {}, true});
+        group_of_node_[i] = static_cast<int>(groups_.size()) - 1;
+        continue;
+      }
       if (!opt_.fuse_elementwise || !fusible(n)) continue;
       const Shape& domain = shapes_[tensor_of_.at(n.outputs[0])];
       int join = -1;
@@ -328,6 +356,10 @@ class Lowerer {
 
   // Builds the tile kernel of a group; returns its index.
   uint32_t emit_kernel(const Group& g) {
+    if (g.loop) {
+      out_.program.kernels.push_back(tile::emit_loop_kernel(graph_.nodes[g.nodes[0]], kernel_context()));
+      return static_cast<uint32_t>(out_.program.kernels.size()) - 1;
+    }
     rt::TileKernel k;
     const Node& last = graph_.nodes[g.nodes.back()];
     k.name = last.name;
@@ -407,6 +439,9 @@ class Lowerer {
         if (n.input(1) != kNoValue) lo = static_cast<float>(graph_.value(n.inputs[1]).data->float_at(0));
         if (n.input(2) != kNoValue) hi = static_cast<float>(graph_.value(n.inputs[2]).data->float_at(0));
         k.body.insert(k.body.end(), {static_cast<uint32_t>(rt::TileOpcode::Clip), r, ops[0], float_bits(lo), float_bits(hi)});
+      } else if (n.op_type == "Cast") {  // rounds through the target dtype (tile_kernels.h)
+        k.body.insert(k.body.end(), {static_cast<uint32_t>(rt::TileOpcode::Cast), r, ops[0],
+                                     static_cast<uint32_t>(graph_.value(n.outputs[0]).dtype)});
       } else if (auto u = tile_unary(n.op_type)) {
         k.body.insert(k.body.end(), {static_cast<uint32_t>(rt::TileOpcode::Unary), static_cast<uint32_t>(*u), r, ops[0]});
       } else {
