@@ -165,9 +165,12 @@ void run_reduce(TileOpcode op, float* acc, const float* chunk, int64_t n, int64_
 
 // Depth of one packed Mma step (the micro kernel's k block).
 constexpr int64_t kMmaDepth = 256;
-// Mma tiles: at most this many columns and rows, so the packed operands stay in L2.
-constexpr int64_t kMmaTileCols = 64;
+// Mma tiles: at most this many rows and columns. Large tiles amortise packing a and b (each
+// tile packs its [rows x K] and [K x cols] panels), so kernels with Mma get registers of
+// kMmaTileRows x kMmaTileCols floats (128 KiB) instead of kTileRegisterElements.
+constexpr int64_t kMmaTileCols = 128;
 constexpr int64_t kMmaTileRows = 256;
+constexpr int64_t kMmaRegisterElements = kMmaTileRows * kMmaTileCols;
 
 // Per-thread scratch: registers and the Mma packing buffers.
 struct Scratch {
@@ -183,8 +186,8 @@ struct TilePos {
 class KernelRun {
  public:
   KernelRun(const std::vector<int64_t>& dims, const std::vector<BoundMap>& maps,
-            int64_t loop_extent)
-      : dims_(dims), maps_(maps), loop_extent_(loop_extent) {}
+            int64_t loop_extent, int64_t register_elements)
+      : dims_(dims), maps_(maps), loop_extent_(loop_extent), reg_elems_(register_elements) {}
 
   // Runs body[begin, end). in_loop: registers written are chunks ([n x kc]).
   void run(const std::vector<Insn>& body, size_t begin, size_t end, bool in_loop,
@@ -193,7 +196,7 @@ class KernelRun {
     const int64_t n = t.nr * t.nc;
     const int64_t kc = in_loop ? t.kc : 1;
     const int64_t count = n * kc;  // elements an elementwise instruction processes
-    auto R = [&](uint32_t r) { return reg + r * kTileRegisterElements; };
+    auto R = [&](uint32_t r) { return reg + r * reg_elems_; };
     for (size_t i = begin; i < end; ++i) {
       const Insn& in = body[i];
       switch (in.op) {
@@ -324,6 +327,7 @@ class KernelRun {
   const std::vector<int64_t>& dims_;
   const std::vector<BoundMap>& maps_;
   const int64_t loop_extent_;
+  const int64_t reg_elems_;  // floats per register
 };
 
 }  // namespace
@@ -414,13 +418,14 @@ Status run_tile_kernel(const Program& program, uint32_t kernel_index, ExprEvalua
   if (k.loop_end == k.body.size()) loop_end = body.size();
 
   // Tiles. A chunk register holds tile elements x chunk steps, so kernels with chunk
-  // registers get smaller tiles. Mma tiles are at most kMmaTileRows x kMmaTileCols and never
+  // registers get smaller tiles. Mma tiles are at most kMmaTileRows x kMmaTileCols (and their
+  // registers that big) and never
   // span two matrices (rows split at multiples of the domain's second-to-last dim), so the
   // b operand of a tile comes from one matrix.
   const int64_t chunk =
       has_loop ? std::max<int64_t>(1, std::min<int64_t>(k.loop_chunk, loop_extent)) : 1;
-  const int64_t budget = has_chunks ? std::max<int64_t>(1, kTileRegisterElements / chunk)
-                                    : kTileRegisterElements;
+  const int64_t reg_elems = has_mma ? kMmaRegisterElements : kTileRegisterElements;
+  const int64_t budget = has_chunks ? std::max<int64_t>(1, reg_elems / chunk) : reg_elems;
   const int64_t seg_rows = has_mma && dims.size() >= 2 ? dims[dims.size() - 2] : rows;
   const int64_t segments = rows / std::max<int64_t>(seg_rows, 1);
   const int64_t tile_cols = std::min(cols, has_mma ? std::min(kMmaTileCols, budget) : budget);
@@ -430,12 +435,12 @@ Status run_tile_kernel(const Program& program, uint32_t kernel_index, ExprEvalua
   const int64_t tiles_r = (seg_rows + tile_rows - 1) / tile_rows;  // per segment
   const int64_t tiles = segments * tiles_r * tiles_c;
   const size_t regs = k.registers;
-  const KernelRun runner(dims, maps, loop_extent);
+  const KernelRun runner(dims, maps, loop_extent, reg_elems);
 
   auto work = [&](int64_t begin, int64_t end, int) {
     thread_local Scratch scratch;
-    if (scratch.regs.size() < regs * kTileRegisterElements)
-      scratch.regs.resize(regs * kTileRegisterElements);
+    if (scratch.regs.size() < regs * static_cast<size_t>(reg_elems))
+      scratch.regs.resize(regs * static_cast<size_t>(reg_elems));
     for (int64_t t = begin; t < end; ++t) {
       TilePos pos;
       const int64_t seg = t / (tiles_r * tiles_c), in_seg = t % (tiles_r * tiles_c);
