@@ -23,13 +23,9 @@
 #include <xmmintrin.h>
 #endif
 
-#include "codegen/lower.h"
-#include "codegen/package_builder.h"
+#include "compile_in_process.h"
 #include "cuvil.h"
-#include "frontend/onnx_import.h"
-#include "ir/verifier.h"
 #include "onnx_builder.h"
-#include "passes/infer_shapes.h"
 
 namespace cuvil {
 namespace {
@@ -42,18 +38,7 @@ constexpr cuvil_dtype kF32 = 1, kI64 = 7;
 // Compiles `m` the way `cuvilc compile` does. `dims` are --dim options ("batch=1:4").
 std::vector<uint8_t> compile(const onnx::ModelProto& m, const std::vector<std::string>& dims = {},
                              bool fuse = true) {
-  std::string bytes;
-  if (!m.SerializeToString(&bytes)) throw std::runtime_error("cannot serialize model");
-  frontend::ImportOptions options;
-  for (const auto& d : dims) options.dims.push_back(frontend::parse_dim_option(d));
-  Model model = frontend::import_onnx_bytes(bytes, "", options, "test.onnx");
-  verify_model(model);
-  infer_shapes(model);
-  frontend::check_supported(model);
-  codegen::LowerOptions lo;
-  lo.fuse_elementwise = fuse;
-  codegen::LoweredModel lowered = codegen::lower_model(model, lo);
-  return codegen::build_package(model, lowered);
+  return test::compile_package(m, dims, fuse);
 }
 
 // Checks a status (and frees it): its code, and that its message names every needle.

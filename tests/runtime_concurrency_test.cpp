@@ -14,13 +14,9 @@
 #include <thread>
 #include <vector>
 
-#include "codegen/lower.h"
-#include "codegen/package_builder.h"
+#include "compile_in_process.h"
 #include "cuvil.h"
-#include "frontend/onnx_import.h"
-#include "ir/verifier.h"
 #include "onnx_builder.h"
-#include "passes/infer_shapes.h"
 
 namespace cuvil {
 namespace {
@@ -63,16 +59,7 @@ onnx::ModelProto mlp_model() {
 }
 
 std::vector<uint8_t> compile(const onnx::ModelProto& m, const std::vector<std::string>& dims) {
-  std::string bytes;
-  if (!m.SerializeToString(&bytes)) throw std::runtime_error("cannot serialize model");
-  frontend::ImportOptions options;
-  for (const auto& d : dims) options.dims.push_back(frontend::parse_dim_option(d));
-  Model model = frontend::import_onnx_bytes(bytes, "", options, "mlp.onnx");
-  verify_model(model);
-  infer_shapes(model);
-  frontend::check_supported(model);
-  codegen::LoweredModel lowered = codegen::lower_model(model);
-  return codegen::build_package(model, lowered);
+  return test::compile_package(m, dims, true, "mlp.onnx");
 }
 
 // Text of a failed status (and frees it); "" for success.

@@ -12,6 +12,7 @@
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <functional>
 #include <memory>
 #include <random>
 #include <string>
@@ -19,11 +20,9 @@
 
 #include "codegen/lower.h"
 #include "codegen/package_builder.h"
+#include "compile_in_process.h"
 #include "cuvil.h"
-#include "frontend/onnx_import.h"
-#include "ir/verifier.h"
 #include "onnx_builder.h"
-#include "passes/infer_shapes.h"
 #include "runtime/disasm.h"
 #include "runtime/verifier.h"
 
@@ -41,15 +40,7 @@ struct Compiled {
 };
 
 Model import(const onnx::ModelProto& m, const std::vector<std::string>& dims) {
-  std::string bytes;
-  if (!m.SerializeToString(&bytes)) throw std::runtime_error("cannot serialize model");
-  frontend::ImportOptions options;
-  for (const auto& d : dims) options.dims.push_back(frontend::parse_dim_option(d));
-  Model model = frontend::import_onnx_bytes(bytes, "", options, "test.onnx");
-  verify_model(model);
-  infer_shapes(model);
-  frontend::check_supported(model);
-  return model;
+  return test::import_for_codegen(m, dims);
 }
 
 Compiled compile(const onnx::ModelProto& m, bool fuse, const std::vector<std::string>& dims = {}) {
@@ -596,65 +587,49 @@ TEST(TileLoop, HandBuiltLoopKernelVerifiesAndRoundTrips) {
   EXPECT_EQ(q.kernels[0].loop_end, 9u);
 }
 
-TEST(BadPackage, LoopKernelRegisterOutOfRange) {
+// loop_program() changed by `mutate` must be refused with a message naming `needle`.
+::testing::AssertionResult RefusedAfter(const std::function<void(rt::TileKernel&)>& mutate,
+                                        const std::string& needle) {
   rt::Program p = loop_program();
-  p.kernels[0].body[7] = 5;  // ReduceSum's accumulator
-  EXPECT_TRUE(Refused(p, "accumulator register 5 out of range"));
-  p = loop_program();
-  p.kernels[0].body[8] = 2;  // ReduceSum's chunk
-  EXPECT_TRUE(Refused(p, "register 2 out of range"));
+  mutate(p.kernels[0]);
+  return Refused(p, needle);
+}
+
+TEST(BadPackage, LoopKernelRegisterOutOfRange) {
+  EXPECT_TRUE(RefusedAfter([](rt::TileKernel& k) { k.body[7] = 5; },  // ReduceSum's accumulator
+                           "accumulator register 5 out of range"));
+  EXPECT_TRUE(RefusedAfter([](rt::TileKernel& k) { k.body[8] = 2; },  // ReduceSum's chunk
+                           "register 2 out of range"));
 }
 
 TEST(BadPackage, LoopKernelMapOutOfRange) {
-  rt::Program p = loop_program();
-  p.kernels[0].body[5] = 7;  // the Load's map
-  EXPECT_TRUE(Refused(p, "access map 7 out of range"));
+  EXPECT_TRUE(RefusedAfter([](rt::TileKernel& k) { k.body[5] = 7; },  // the Load's map
+                           "access map 7 out of range"));
 }
 
 TEST(BadPackage, LoopKernelSectionsOutOfRangeOrInsideAnInstruction) {
-  rt::Program p = loop_program();
-  p.kernels[0].loop_end = 40;
-  EXPECT_TRUE(Refused(p, "not in order"));
-  p = loop_program();
-  p.kernels[0].init_end = 10;
-  EXPECT_TRUE(Refused(p, "not in order"));
-  p = loop_program();
-  p.kernels[0].init_end = 4;
-  EXPECT_TRUE(Refused(p, "not an instruction start"));
-  p = loop_program();
-  p.kernels[0].loop_extent = rt::kNone;  // sections without a loop
-  EXPECT_TRUE(Refused(p, "has no loop"));
+  EXPECT_TRUE(RefusedAfter([](rt::TileKernel& k) { k.loop_end = 40; }, "not in order"));
+  EXPECT_TRUE(RefusedAfter([](rt::TileKernel& k) { k.init_end = 10; }, "not in order"));
+  EXPECT_TRUE(RefusedAfter([](rt::TileKernel& k) { k.init_end = 4; }, "not an instruction start"));
+  EXPECT_TRUE(RefusedAfter([](rt::TileKernel& k) { k.loop_extent = rt::kNone; }, "has no loop"));
 }
 
 TEST(BadPackage, LoopKernelBadLoopStrideOrExtentExpression) {
-  rt::Program p = loop_program();
-  p.kernels[0].maps[0].loop_stride = 99;
-  EXPECT_TRUE(Refused(p, "loop stride expression 99 out of range"));
-  p = loop_program();
-  p.kernels[0].loop_extent = 42;
-  EXPECT_TRUE(Refused(p, "loop extent expression 42 out of range"));
-  p = loop_program();
-  p.kernels[0].loop_chunk = 0;
-  EXPECT_TRUE(Refused(p, "loop chunk 0"));
-  p = loop_program();
-  p.kernels[0].loop_chunk = rt::kMaxLoopChunk + 1;
-  EXPECT_TRUE(Refused(p, "loop chunk"));
+  EXPECT_TRUE(RefusedAfter([](rt::TileKernel& k) { k.maps[0].loop_stride = 99; },
+                           "loop stride expression 99 out of range"));
+  EXPECT_TRUE(RefusedAfter([](rt::TileKernel& k) { k.loop_extent = 42; },
+                           "loop extent expression 42 out of range"));
+  EXPECT_TRUE(RefusedAfter([](rt::TileKernel& k) { k.loop_chunk = 0; }, "loop chunk 0"));
+  EXPECT_TRUE(RefusedAfter([](rt::TileKernel& k) { k.loop_chunk = rt::kMaxLoopChunk + 1; }, "loop chunk"));
 }
 
 TEST(BadPackage, LoopKernelInstructionsInTheWrongSection) {
-  rt::Program p = loop_program();
-  p.kernels[0].init_end = 6;  // the Load moves to init: ReduceSum reads a tile register
-  EXPECT_TRUE(Refused(p, "as a chunk register"));
-  p = loop_program();
-  p.kernels[0].loop_end = 6;  // ReduceSum in the finish section
-  EXPECT_TRUE(Refused(p, "only allowed in the loop section"));
-  p = loop_program();
-  p.kernels[0].loop_end = 12;  // the Store inside the loop
-  EXPECT_TRUE(Refused(p, "store inside the loop"));
-  p = loop_program();
+  // The Load moves to init: ReduceSum reads a tile register.
+  EXPECT_TRUE(RefusedAfter([](rt::TileKernel& k) { k.init_end = 6; }, "as a chunk register"));
+  EXPECT_TRUE(RefusedAfter([](rt::TileKernel& k) { k.loop_end = 6; }, "only allowed in the loop section"));
+  EXPECT_TRUE(RefusedAfter([](rt::TileKernel& k) { k.loop_end = 12; }, "store inside the loop"));
   // The finish section stores the chunk register.
-  p.kernels[0].body[11] = 1;
-  EXPECT_TRUE(Refused(p, "as a tile register"));
+  EXPECT_TRUE(RefusedAfter([](rt::TileKernel& k) { k.body[11] = 1; }, "as a tile register"));
 }
 
 TEST(BadPackage, LoopKernelMmaNeedsFloatMaps) {
