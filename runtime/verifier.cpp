@@ -497,6 +497,10 @@ class ProgramVerifier {
                       " register, but its last write made it a ",
                       want_chunk ? "tile" : "chunk", " register");
       }
+      for (size_t i = 0; i < n && !in_loop; ++i)  // so an empty loop touches no such map
+        if (kinds[i] == 'M' && k.maps[k.body[pc + 1 + i]].loop_stride != kNone)
+          return fail(where, ": map ", k.body[pc + 1 + i],
+                      " moves with the loop; only the loop section may use it");
       if (op == TileOpcode::Mma) {  // reads float32 matrices straight from its maps
         for (size_t i = 0; i < n; ++i)
           if (kinds[i] == 'M' && p_.tensors[k.maps[k.body[pc + 1 + i]].tensor].dtype != DType::Float)

@@ -239,6 +239,7 @@ std::vector<ReduceCase> reduce_cases() {
       {{5}, {}, false, {}, {{5}}},  // all axes
       {{3, 1}, {1}, false, {3}, {{3, 1}}},
       {{"n", 300}, {-1}, true, {"n", 1}, {{1, 300}, {33, 300}}},  // chunks of 256 + 44
+      {{3, "n"}, {1}, false, {3}, {{3, 0}, {3, 2}}},  // an empty reduced axis: the loop never runs
   };
 }
 
@@ -254,7 +255,7 @@ void check_reduce(const std::string& op, float rtol) {
           sets.push_back({{"x", make_tensor(1, d, random_floats(static_cast<size_t>(numel(d)), seed++, specials))}});
       bool symbolic = false;
       for (const DimSpec& d : c.in) symbolic = symbolic || !d.param.empty();
-      expect_fused_matches(reduce_model(op, c, opset), symbolic ? std::vector<std::string>{"n=1:100"}
+      expect_fused_matches(reduce_model(op, c, opset), symbolic ? std::vector<std::string>{"n=0:100"}
                                                                 : std::vector<std::string>{},
                            sets, rtol, 1);
     }
@@ -371,6 +372,7 @@ TEST(TileLoop, MatMulMatchesTheKernel) {
       {{4, 5, 7}, {7, 6}, {4, 5, 6}, {{{4, 5, 7}, {7, 6}}}},
       {{"m", 33}, {33, 20}, {"m", 20}, {{{1, 33}, {33, 20}}, {{3, 33}, {33, 20}}, {{300, 33}, {33, 20}}}},
       {{"m", 17}, {17, 3}, {"m", 3}, {{{0, 17}, {17, 3}}}},  // an empty domain
+      {{3, "m"}, {"m", 4}, {3, 4}, {{{3, 0}, {0, 4}}, {{3, 2}, {2, 4}}}},  // K = 0: zeros
   };
   uint32_t seed = 100;
   for (const Case& c : cases) {
@@ -380,7 +382,7 @@ TEST(TileLoop, MatMulMatchesTheKernel) {
         sets.push_back({{"a", make_tensor(1, da, random_floats(static_cast<size_t>(numel(da)), seed++, specials))},
                         {"b", make_tensor(1, db, random_floats(static_cast<size_t>(numel(db)), seed++))}});
     SCOPED_TRACE("case " + std::to_string(&c - cases.data()));
-    const bool symbolic = !c.a[0].param.empty();
+    const bool symbolic = !c.a[0].param.empty() || !c.a[1].param.empty();
     expect_fused_matches(matmul_model(c.a, c.b, c.y),
                          symbolic ? std::vector<std::string>{"m=0:300"} : std::vector<std::string>{},
                          sets, 1e-4f, 1);
@@ -624,8 +626,10 @@ TEST(BadPackage, LoopKernelBadLoopStrideOrExtentExpression) {
 }
 
 TEST(BadPackage, LoopKernelInstructionsInTheWrongSection) {
-  // The Load moves to init: ReduceSum reads a tile register.
-  EXPECT_TRUE(RefusedAfter([](rt::TileKernel& k) { k.init_end = 6; }, "as a chunk register"));
+  // The Load moves to init, with a map that moves with the loop.
+  EXPECT_TRUE(RefusedAfter([](rt::TileKernel& k) { k.init_end = 6; }, "map 0 moves with the loop"));
+  // ReduceSum folds its own (tile-shaped) accumulator as a chunk.
+  EXPECT_TRUE(RefusedAfter([](rt::TileKernel& k) { k.body[8] = 0; }, "as a chunk register"));
   EXPECT_TRUE(RefusedAfter([](rt::TileKernel& k) { k.loop_end = 6; }, "only allowed in the loop section"));
   EXPECT_TRUE(RefusedAfter([](rt::TileKernel& k) { k.loop_end = 12; }, "store inside the loop"));
   // The finish section stores the chunk register.

@@ -249,8 +249,8 @@ class KernelRun {
   }
 
  private:
-  // Outside the loop a tile is [nr x nc] at loop index 0; inside, each element gets the
-  // chunk's kc loop steps ([nr x nc x kc]).
+  // Outside the loop a tile is [nr x nc] (such maps have no loop stride); inside, each
+  // element gets the chunk's kc loop steps ([nr x nc x kc]).
   void load(const BoundMap& m, float* d, bool in_loop, const TilePos& t) const {
     const int64_t cs = m.col_stride();
     visit_tile_dtype(m.dtype, [&](auto tag) {
@@ -356,7 +356,8 @@ Status run_tile_kernel(const Program& program, uint32_t kernel_index, ExprEvalua
   }
 
   // Bind maps and prove every access in bounds: the extreme offsets over the domain and the
-  // loop (index 0 when there is none, or the loop does not run) must lie inside the tensor.
+  // loop must lie inside the tensor. A map with a loop stride is only used inside the loop
+  // (verifier), so when the loop has no steps it is never touched and needs no proof.
   std::vector<BoundMap> maps(k.maps.size());
   for (size_t m = 0; m < k.maps.size(); ++m) {
     const AccessMap& am = k.maps[m];
@@ -379,7 +380,8 @@ Status run_tile_kernel(const Program& program, uint32_t kernel_index, ExprEvalua
     }
     if (am.loop_stride != kNone) {
       CUVIL_RETURN_IF_ERROR(eval.eval(am.loop_stride, &bm.loop_stride));
-      extents.emplace_back(std::max<int64_t>(loop_extent, 1), bm.loop_stride);
+      if (loop_extent == 0) continue;
+      extents.emplace_back(loop_extent, bm.loop_stride);
     }
     int64_t lo = bm.offset, hi = bm.offset;
     for (const auto& [extent, stride] : extents) {
