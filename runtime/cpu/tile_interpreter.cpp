@@ -434,6 +434,11 @@ Status run_tile_kernel(const Program& program, uint32_t kernel_index, ExprEvalua
   int64_t tile_rows = std::max<int64_t>(1, std::min(seg_rows, budget / tile_cols));
   if (has_mma) tile_rows = std::min(tile_rows, kMmaTileRows);
   const int64_t tiles_c = (cols + tile_cols - 1) / tile_cols;
+  // Matrix products with fewer tiles than threads split rows further (down to 16 rows), so
+  // every worker gets one; each output element still sums over k in the same order.
+  while (has_mma && tile_rows > 16 &&
+         segments * ((seg_rows + tile_rows - 1) / tile_rows) * tiles_c < pool.threads())
+    tile_rows = (tile_rows + 1) / 2;
   const int64_t tiles_r = (seg_rows + tile_rows - 1) / tile_rows;  // per segment
   const int64_t tiles = segments * tiles_r * tiles_c;
   const size_t regs = k.registers;
