@@ -75,7 +75,7 @@ std::string status_text(cuvil_status st) {
 // Runs a package; returns the outputs, or sets *error.
 std::vector<Tensor> run(const std::vector<uint8_t>& package,
                         const std::vector<std::pair<std::string, Tensor>>& inputs,
-                        std::string* error = nullptr) {
+                        std::string* error = nullptr, int threads = 2) {
   std::vector<Tensor> outs;
   cuvil_model* model = nullptr;
   std::string e = status_text(cuvil_model_load_memory(package.data(), package.size(), &model));
@@ -83,7 +83,7 @@ std::vector<Tensor> run(const std::vector<uint8_t>& package,
   if (e.empty()) {
     cuvil_session_options o;
     cuvil_session_options_init(&o);
-    o.threads = 2;
+    o.threads = threads;
     e = status_text(cuvil_session_create(model, &o, &s));
   }
   for (size_t i = 0; e.empty() && i < inputs.size(); ++i) {
@@ -386,6 +386,22 @@ TEST(TileLoop, MatMulMatchesTheKernel) {
     expect_fused_matches(matmul_model(c.a, c.b, c.y),
                          symbolic ? std::vector<std::string>{"m=0:300"} : std::vector<std::string>{},
                          sets, 1e-4f, 1);
+  }
+}
+
+// Tiling depends on the thread count (a product with few tiles splits rows per worker); the
+// sum over k of each element must not.
+TEST(TileLoop, MatMulIsBitwiseTheSameForAnyThreadCount) {
+  Compiled fused = compile(matmul_model({"m", 300}, {300, 40}, {"m", 40}), true, {"m=1:100"});
+  ASSERT_EQ(loop_kernels(fused.lowered.program), 1);
+  for (int64_t m : {1, 37, 100}) {
+    const std::vector<std::pair<std::string, Tensor>> in = {
+        {"a", make_tensor(1, {m, 300}, random_floats(static_cast<size_t>(m * 300), 3))},
+        {"b", make_tensor(1, {300, 40}, random_floats(300 * 40, 4))}};
+    std::vector<Tensor> one = run(fused.package, in, nullptr, 1), three = run(fused.package, in, nullptr, 3);
+    ASSERT_EQ(one.size(), 1u);
+    ASSERT_EQ(three.size(), 1u);
+    EXPECT_EQ(one[0].bytes, three[0].bytes) << "m = " << m;
   }
 }
 
