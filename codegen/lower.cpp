@@ -1,5 +1,6 @@
 #include "codegen/lower.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <map>
@@ -319,9 +320,10 @@ class Lowerer {
     group_of_node_.assign(graph_.nodes.size(), -1);
     for (size_t i = 0; i < graph_.nodes.size(); ++i) {
       const Node& n = graph_.nodes[i];
-      if (opt_.fuse_elementwise && loop_kernel(n)) {
-        groups_.push_back(Group{{i}, n.outputs[0], {}, true});
+      if (opt_.fuse_elementwise && loop_kernel(n)) {  // elementwise ops may join as an epilogue
+        groups_.push_back(Group{{i}, n.outputs[0], shapes_[tensor_of_.at(n.outputs[0])], true});
         group_of_node_[i] = static_cast<int>(groups_.size()) - 1;
+        group_of_value[n.outputs[0]] = group_of_node_[i];
         continue;
       }
       if (!opt_.fuse_elementwise || !fusible(n)) continue;
@@ -335,7 +337,8 @@ class Lowerer {
         bool same = true;
         for (size_t k = 0; k < domain.size(); ++k)
           same = same && sym::prove_equal(*g.domain[k], *domain[k], model_.ranges);
-        if (same && g.nodes.size() < 12) {  // keeps live registers <= 16
+        // Keeps live registers <= 16 (a loop kernel uses up to 3 of its own).
+        if (same && g.nodes.size() < (g.loop ? 9u : 12u)) {
           join = it->second;
           break;
         }
@@ -356,23 +359,29 @@ class Lowerer {
 
   // Builds the tile kernel of a group; returns its index.
   uint32_t emit_kernel(const Group& g) {
-    if (g.loop) {
-      out_.program.kernels.push_back(tile::emit_loop_kernel(graph_.nodes[g.nodes[0]], kernel_context()));
-      return static_cast<uint32_t>(out_.program.kernels.size()) - 1;
-    }
     rt::TileKernel k;
+    std::map<ValueId, uint32_t> reg_of;
+    uint32_t next_reg = 0;
+    // A loop group starts from its loop kernel (codegen/tile_kernels.h); the elementwise
+    // nodes after it extend the finish section, which ends with the store below.
+    const std::vector<size_t> chain(g.nodes.begin() + (g.loop ? 1 : 0), g.nodes.end());
+    if (g.loop) {
+      tile::LoopKernel lk = tile::emit_loop_kernel(graph_.nodes[g.nodes[0]], kernel_context());
+      k = std::move(lk.kernel);
+      next_reg = k.registers;
+      reg_of[graph_.nodes[g.nodes[0]].outputs[0]] = lk.result;
+    } else {
+      for (const Dim& d : g.domain) k.domain.push_back(expr(*d));
+    }
     const Node& last = graph_.nodes[g.nodes.back()];
     k.name = last.name;
-    for (const Dim& d : g.domain) k.domain.push_back(expr(*d));
     // Registers are reused once the value they hold has no further use in the body.
     std::map<ValueId, int> uses;
-    for (size_t ni : g.nodes)
+    for (size_t ni : chain)
       for (ValueId in : graph_.nodes[ni].inputs)
         if (in != kNoValue) uses[in]++;
     uses[g.output]++;  // the final store
-    std::map<ValueId, uint32_t> reg_of;
     std::vector<uint32_t> free_regs;
-    uint32_t next_reg = 0;
     auto new_reg = [&]() -> uint32_t {
       if (!free_regs.empty()) {
         uint32_t r = free_regs.back();
@@ -421,7 +430,7 @@ class Lowerer {
       reg_of[in] = r;
       return r;
     };
-    for (size_t ni : g.nodes) {
+    for (size_t ni : chain) {
       const Node& n = graph_.nodes[ni];
       std::vector<uint32_t> ops;
       if (n.op_type == "Clip") {
@@ -452,7 +461,7 @@ class Lowerer {
     }
     uint32_t out_map = map_for(tensor_of_.at(g.output));
     k.body.insert(k.body.end(), {static_cast<uint32_t>(rt::TileOpcode::Store), out_map, reg_of.at(g.output)});
-    k.registers = next_reg;
+    k.registers = std::max(k.registers, next_reg);
     CUVIL_ASSERT(k.registers <= 16, "tile kernel needs " << k.registers << " registers");
     out_.program.kernels.push_back(std::move(k));
     return static_cast<uint32_t>(out_.program.kernels.size()) - 1;

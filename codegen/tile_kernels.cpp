@@ -59,8 +59,6 @@ class KernelBuilder {
     k_.maps.push_back(m);
     return static_cast<uint32_t>(k_.maps.size() - 1);
   }
-  // The output map: the domain is the output's shape, row-major.
-  uint32_t output_map(ValueId v) { return map(v, contiguous_strides(ctx_.shape(v)), std::nullopt); }
   void loop(const DimExpr& extent, uint32_t chunk) {
     k_.loop_extent = ctx_.expr(extent);
     k_.loop_chunk = chunk;
@@ -68,9 +66,9 @@ class KernelBuilder {
   void emit(std::initializer_list<uint32_t> words) { k_.body.insert(k_.body.end(), words); }
   void begin_loop() { k_.init_end = static_cast<uint32_t>(k_.body.size()); }
   void end_loop() { k_.loop_end = static_cast<uint32_t>(k_.body.size()); }
-  rt::TileKernel finish(uint32_t registers) {
+  LoopKernel finish(uint32_t registers, uint32_t result) {
     k_.registers = registers;
-    return std::move(k_);
+    return {std::move(k_), result};
   }
 
  private:
@@ -135,7 +133,7 @@ std::optional<ReducePlan> plan_reduce(const Node& n, const KernelContext& ctx) {
 
 // One output element per domain position; the loop walks the reduced run of the input
 // (contiguous, so one stride: the product of the dims after the run).
-rt::TileKernel emit_reduce(const Node& n, const KernelContext& ctx, const ReducePlan& p) {
+LoopKernel emit_reduce(const Node& n, const KernelContext& ctx, const ReducePlan& p) {
   KernelBuilder b(ctx, n);
   const Shape& in = ctx.shape(n.inputs[0]);
   const size_t out_rank = ctx.shape(n.outputs[0]).size();
@@ -148,7 +146,6 @@ rt::TileKernel emit_reduce(const Node& n, const KernelContext& ctx, const Reduce
   }
   b.loop(product(in, p.first, p.last + 1), kReduceChunk);
   const uint32_t m_in = b.map(n.inputs[0], strides, product(in, p.last + 1, in.size()));
-  const uint32_t m_out = b.output_map(n.outputs[0]);
   const float init = p.op == TileOpcode::ReduceMax   ? -INFINITY
                      : p.op == TileOpcode::ReduceMin ? INFINITY
                                                      : 0.f;
@@ -162,8 +159,7 @@ rt::TileKernel emit_reduce(const Node& n, const KernelContext& ctx, const Reduce
     b.emit({word(TileOpcode::LoopExtent), kChunk});
     b.emit({word(TileOpcode::Binary), static_cast<uint32_t>(rt::BinaryFn::Div), kAcc, kAcc, kChunk});
   }
-  b.emit({word(TileOpcode::Store), m_out, kAcc});
-  return b.finish(2);
+  return b.finish(2, kAcc);
 }
 
 // ---- MatMul and Gemm ----
@@ -197,7 +193,7 @@ bool matmul_ok(const Node& n, const KernelContext& ctx) {
   return batch_strides(a, a.size() - 2, y, ctx) && batch_strides(bs, bs.size() - 2, y, ctx);
 }
 
-rt::TileKernel emit_matmul(const Node& n, const KernelContext& ctx) {
+LoopKernel emit_matmul(const Node& n, const KernelContext& ctx) {
   KernelBuilder b(ctx, n);
   const Shape& a = ctx.shape(n.inputs[0]);
   const Shape& bs = ctx.shape(n.inputs[1]);
@@ -210,13 +206,11 @@ rt::TileKernel emit_matmul(const Node& n, const KernelContext& ctx) {
   b.loop(*a.back(), kMmaChunk);
   const uint32_t ma = b.map(n.inputs[0], sa, DimExpr(1));
   const uint32_t mb = b.map(n.inputs[1], sb, *bs.back());
-  const uint32_t my = b.output_map(n.outputs[0]);
   b.emit({word(TileOpcode::Const), 0, float_bits(0.f)});
   b.begin_loop();
   b.emit({word(TileOpcode::Mma), 0, ma, mb});
   b.end_loop();
-  b.emit({word(TileOpcode::Store), my, 0});
-  return b.finish(1);
+  return b.finish(1, 0);
 }
 
 // C of Gemm read over the [M, N] domain (unidirectional broadcast), or nullopt.
@@ -250,7 +244,7 @@ bool gemm_ok(const Node& n, const KernelContext& ctx) {
   return true;
 }
 
-rt::TileKernel emit_gemm(const Node& n, const KernelContext& ctx) {
+LoopKernel emit_gemm(const Node& n, const KernelContext& ctx) {
   KernelBuilder b(ctx, n);
   const Shape& a = ctx.shape(n.inputs[0]);
   const Shape& bs = ctx.shape(n.inputs[1]);
@@ -266,7 +260,6 @@ rt::TileKernel emit_gemm(const Node& n, const KernelContext& ctx) {
   const uint32_t mc =
       c != kNoValue ? b.map(c, *bias_strides(ctx.shape(c), ctx.shape(n.outputs[0]), ctx), std::nullopt)
                     : kNone;
-  const uint32_t my = b.output_map(n.outputs[0]);
   enum : uint32_t { kAcc = 0, kTmp = 1, kScale = 2 };
   const uint32_t mul = static_cast<uint32_t>(rt::BinaryFn::Mul);
   b.emit({word(TileOpcode::Const), kAcc, float_bits(0.f)});
@@ -286,8 +279,7 @@ rt::TileKernel emit_gemm(const Node& n, const KernelContext& ctx) {
     }
     b.emit({word(TileOpcode::Binary), static_cast<uint32_t>(rt::BinaryFn::Add), kAcc, kAcc, kTmp});
   }
-  b.emit({word(TileOpcode::Store), my, kAcc});
-  return b.finish(3);
+  return b.finish(3, kAcc);
 }
 
 }  // namespace
@@ -299,7 +291,7 @@ bool is_loop_kernel(const Node& n, const KernelContext& ctx) {
   return plan_reduce(n, ctx).has_value();
 }
 
-rt::TileKernel emit_loop_kernel(const Node& n, const KernelContext& ctx) {
+LoopKernel emit_loop_kernel(const Node& n, const KernelContext& ctx) {
   if (n.op_type == "MatMul") return emit_matmul(n, ctx);
   if (n.op_type == "Gemm") return emit_gemm(n, ctx);
   auto p = plan_reduce(n, ctx);

@@ -5,7 +5,8 @@
 // run of axes (loads of [tile x chunk] through a map whose loop stride walks the run, then a
 // Reduce* into an accumulator), MatMul with rank >= 2 operands (batch broadcasting is a stride
 // of 0) and Gemm (transposes are strides; alpha, beta and C are a finish-section epilogue),
-// both as one Mma over the K loop. Everything is float32. Casts join elementwise chains when
+// both as one Mma over the K loop. Everything is float32. Elementwise ops that consume the
+// result may follow in the finish section (the lowerer fuses them as an epilogue). Casts join elementwise chains when
 // the round trip through a float32 register is exact for the source dtype and matches the
 // whole-tensor Cast kernel's rules (fusible_cast).
 // Requires: shapes inferred (the lowerer passes every dim known, see KernelContext).
@@ -32,8 +33,15 @@ struct KernelContext {
 // True when node n becomes a tile kernel of its own with a reduction loop.
 bool is_loop_kernel(const Node& n, const KernelContext& ctx);
 
-// The kernel of a node for which is_loop_kernel holds.
-rt::TileKernel emit_loop_kernel(const Node& n, const KernelContext& ctx);
+// The kernel of a node for which is_loop_kernel holds, without its store: the node's value
+// is in register `result` at the end of the finish section, where the lowerer appends the
+// elementwise ops fused after it (an epilogue) and the Store. Its domain is the node's
+// output shape.
+struct LoopKernel {
+  rt::TileKernel kernel;
+  uint32_t result = 0;
+};
+LoopKernel emit_loop_kernel(const Node& n, const KernelContext& ctx);
 
 // True for a Cast between tile dtypes whose result through a float32 register (Load converts
 // the source to float32, the Cast instruction or Store converts to the target) is exactly

@@ -438,6 +438,41 @@ TEST(TileLoop, GemmMatchesTheKernelForTransposesAndBiases) {
       }
 }
 
+// Elementwise ops after a loop kernel join it as an epilogue in the finish section: MatMul +
+// bias Add + Relu, and ReduceMean + Sqrt, are one kernel each, with no intermediate stored.
+TEST(TileLoop, ElementwiseEpiloguesJoinLoopKernels) {
+  onnx::ModelProto m = test::make_model(13);
+  auto* g = m.mutable_graph();
+  test::add_input(g, "a", Tp::FLOAT, {"m", 70});
+  *g->add_initializer() = test::make_float_tensor("w", {70, 33}, random_floats(70 * 33, 21));
+  *g->add_initializer() = test::make_float_tensor("bias", {33}, random_floats(33, 22));
+  test::add_node(g, "MatMul", {"a", "w"}, {"mm"}, "mm");
+  test::add_node(g, "Add", {"mm", "bias"}, {"pre"}, "bias_add");
+  test::add_node(g, "Relu", {"pre"}, {"h"}, "relu");
+  auto* r = test::add_node(g, "ReduceMean", {"h"}, {"mean"}, "mean");
+  test::set_attr_ints(r, "axes", {-1});
+  test::set_attr_int(r, "keepdims", 0);
+  test::add_node(g, "Sqrt", {"mean"}, {"y"}, "sqrt");
+  test::add_output(g, "y", Tp::FLOAT, {"m"});
+  Compiled fused = compile(m, true, {"m=1:300"});
+  const rt::Program& p = fused.lowered.program;
+  EXPECT_EQ(fused.lowered.call_ops, 0);
+  EXPECT_EQ(fused.lowered.fused_kernels, 2) << rt::disassemble(p);
+  EXPECT_EQ(fused.lowered.fused_nodes, 5);
+  ASSERT_EQ(p.kernels.size(), 2u);
+  EXPECT_EQ(p.kernels[0].name, "relu");
+  EXPECT_EQ(p.kernels[1].name, "sqrt");
+  const std::string text = rt::disassemble(p);
+  EXPECT_NE(text.find("    3: r0 += Mma m0, m1\n    finish:\n    7: r1 = Load m2\n"
+                      "    10: r1 = Binary.Add r0, r1\n    15: r1 = Unary.Relu r1\n    19: Store m3, r1\n"),
+            std::string::npos)
+      << text;
+  std::vector<std::vector<std::pair<std::string, Tensor>>> sets;
+  for (int64_t rows : {1, 3, 257})
+    sets.push_back({{"a", make_tensor(1, {rows, 70}, random_floats(static_cast<size_t>(rows * 70), 23, true))}});
+  expect_fused_matches(m, {"m=1:300"}, sets, 1e-4f, 2);
+}
+
 TEST(TileLoop, MatMulDisassemblyShowsMma) {
   Compiled fused = compile(matmul_model({2, "m", 8}, {8, 3}, {2, "m", 3}), true, {"m=1:10"});
   const std::string text = rt::disassemble(fused.lowered.program);
