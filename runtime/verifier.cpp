@@ -448,12 +448,14 @@ class ProgramVerifier {
   // register has a shape class from its last write: "chunk" ([tile elements x chunk]) when
   // written by a loop-section instruction other than an accumulation, "tile" otherwise.
   // Loop-section instructions read chunk registers (accumulators are tile registers), and
-  // init/finish instructions read tile registers; stores and loop-only instructions stay in
-  // their sections. The section bounds must be instruction starts.
+  // init/finish instructions read tile registers, and a loop accumulator is not overwritten
+  // in the loop (it would be read as one on the next chunk); stores and loop-only
+  // instructions stay in their sections. The section bounds must be instruction starts.
   Status check_body(size_t ki, const std::string& kname) {
     const TileKernel& k = p_.kernels[ki];
     uint32_t written = 0;  // bit per register; registers <= 16
     uint32_t chunk = 0;    // bit per register whose last write made it chunk-shaped
+    uint32_t loop_acc = 0;  // registers the loop section accumulates into
     if (k.init_end > k.loop_end || k.loop_end > k.body.size())
       return fail(kname, ": sections [0, ", k.init_end, ", ", k.loop_end, ", ", k.body.size(),
                   ") are not in order");
@@ -508,6 +510,12 @@ class ProgramVerifier {
       }
       if (dest >= 0) {
         const uint32_t r = k.body[pc + 1 + static_cast<size_t>(dest)];
+        // The loop section runs again: a chunk written over an accumulator would be
+        // accumulated into on the next chunk.
+        if (in_loop && kinds[dest] == 'A') loop_acc |= 1u << r;
+        else if (in_loop && (loop_acc & (1u << r)))
+          return fail(where, ": overwrites register ", r,
+                      ", which the loop section accumulates into");
         written |= 1u << r;
         if (in_loop && kinds[dest] != 'A') chunk |= 1u << r;
         else if (kinds[dest] != 'A') chunk &= ~(1u << r);

@@ -683,6 +683,11 @@ TEST(BadPackage, LoopKernelInstructionsInTheWrongSection) {
   EXPECT_TRUE(RefusedAfter([](rt::TileKernel& k) { k.body[8] = 0; }, "as a chunk register"));
   EXPECT_TRUE(RefusedAfter([](rt::TileKernel& k) { k.loop_end = 6; }, "only allowed in the loop section"));
   EXPECT_TRUE(RefusedAfter([](rt::TileKernel& k) { k.loop_end = 12; }, "store inside the loop"));
+  // A loop instruction after the ReduceSum overwrites its accumulator.
+  EXPECT_TRUE(RefusedAfter([](rt::TileKernel& k) {
+    k.body.insert(k.body.begin() + 9, {w(rt::TileOpcode::Load), 0, 0});
+    k.loop_end = 12;
+  }, "which the loop section accumulates into"));
   // The finish section stores the chunk register.
   EXPECT_TRUE(RefusedAfter([](rt::TileKernel& k) { k.body[11] = 1; }, "as a tile register"));
 }
