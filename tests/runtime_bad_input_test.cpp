@@ -266,11 +266,13 @@ TEST_F(BadRuntimeInput, ZeroSizeDimsGiveEmptyOutputs) {
       EXPECT_EQ(info.dims[1], 3);
       EXPECT_STREQ(info.shape, "[0, 3]");
       EXPECT_TRUE(Ok(cuvil_session_copy_output(s.get(), 0, nullptr, 0)));
-      // And a non-empty run right after.
+      // And a non-empty run right after. The inputs are borrowed until the run returns, so
+      // their data must outlive it (a temporary vector here was a use-after-free under ASan).
+      const std::vector<float> x = {-1.f, 0.5f, 2.f};
       for (size_t i = 0; i < n_in; ++i) {
         cuvil_tensor_info in;
         ASSERT_TRUE(Ok(cuvil_model_input_info(model.get(), i, &in)));
-        ASSERT_TRUE(Ok(set_f32(s.get(), in.name, {1, 3}, {-1.f, 0.5f, 2.f})));
+        ASSERT_TRUE(Ok(set_f32(s.get(), in.name, {1, 3}, x)));
       }
       ASSERT_TRUE(Ok(cuvil_session_run(s.get())));
       EXPECT_EQ(output<float>(s.get(), 0).size(), 3u);
