@@ -2,7 +2,7 @@
 // lowering (codegen/lower.cpp) turns into them, and the TileKernel for one such node.
 //
 // Loop kernels are one node each: ReduceSum/ReduceMean/ReduceMax/ReduceMin over a contiguous
-// run of axes (loads of [tile x chunk] through a map whose loop stride walks the run, then a
+// run of axes that ends at the last axis (loads of [tile x chunk] through a map whose loop stride walks the run, then a
 // Reduce* into an accumulator), MatMul with rank >= 2 operands (batch broadcasting is a stride
 // of 0) and Gemm (transposes are strides; alpha, beta and C are a finish-section epilogue),
 // both as one Mma over the K loop. Everything is float32. Elementwise ops that consume the
