@@ -270,17 +270,28 @@ TEST(TileLoop, ReduceMaxMatchesTheKernelExactly) { check_reduce("ReduceMax", 0.f
 TEST(TileLoop, ReduceMinMatchesTheKernelExactly) { check_reduce("ReduceMin", 0.f); }
 
 TEST(TileLoop, ReduceMaxPropagatesNaNAndKeepsSignedZeroTies) {
-  ReduceCase c{{2, 4}, {1}, false, {2}, {}};
+  // Rows of 12 so ties sit in different lanes of the interpreter's eight-lane fold.
+  ReduceCase c{{4, 12}, {1}, false, {4}, {}};
   Compiled fused = compile(reduce_model("ReduceMax", c, 13), true);
   ASSERT_EQ(loop_kernels(fused.lowered.program), 1);
-  std::vector<float> x = {1.f, NAN, 3.f, 2.f, 0.f, -0.f, -1.f, -0.f};
-  std::vector<Tensor> out = run(fused.package, {{"x", make_tensor(1, {2, 4}, x)}});
+  const float n = -1.f;
+  std::vector<float> x = {1.f, NAN, 3.f, 2.f, n, n, n, n, n, n, n, n,           // NaN
+                          0.f, -0.f, n, -0.f, n, n, n, n, n, n, n, n,          // first zero: +0
+                          n, -0.f, n, n, n, n, n, n, n, 0.f, n, 0.f,           // first zero: -0
+                          -INFINITY, n, n, n, n, n, n, n, n, n, n, -0.f};      // at the tail
+  std::vector<Tensor> out = run(fused.package, {{"x", make_tensor(1, {4, 12}, x)}});
   ASSERT_EQ(out.size(), 1u);
   std::vector<float> y = as_floats(out[0]);
-  ASSERT_EQ(y.size(), 2u);
+  ASSERT_EQ(y.size(), 4u);
   EXPECT_TRUE(std::isnan(y[0]));
   EXPECT_EQ(y[1], 0.f);
   EXPECT_FALSE(std::signbit(y[1]));  // the first of the tied zeros stays
+  EXPECT_EQ(y[2], 0.f);
+  EXPECT_TRUE(std::signbit(y[2]));
+  EXPECT_TRUE(std::signbit(y[3]));
+  // And the whole-tensor kernel agrees bit for bit.
+  EXPECT_EQ(out[0].bytes, run(compile(reduce_model("ReduceMax", c, 13), false).package,
+                              {{"x", make_tensor(1, {4, 12}, x)}})[0].bytes);
 }
 
 TEST(TileLoop, ReductionsLeftToTheKernel) {

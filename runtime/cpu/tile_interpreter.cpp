@@ -141,24 +141,63 @@ void run_binary(BinaryFn f, float* d, const float* a, const float* b, int64_t n)
   }
 }
 
+// acc folded with v[0, kc) by `a = (v > a || v is NaN) ? v : a` in order (kMax; `<` for
+// min), bit for bit, without the serial dependency: the fold's result is the last NaN when
+// there is one, else the first element that equals the chunk's extreme when that beats acc
+// (ties, like 0 and -0, keep the earlier value), else acc. Eight independent lanes find the
+// extreme; a second pass finds its first occurrence.
+template <bool kMax> float fold_extreme(float acc, const float* v, int64_t kc) {
+  auto better = [](float x, float y) { return kMax ? x > y : x < y; };
+  float lane[8];
+  std::fill(lane, lane + 8, kMax ? -INFINITY : INFINITY);
+  bool nan = false;
+  int64_t j = 0;
+  for (; j + 8 <= kc; j += 8)
+    for (int l = 0; l < 8; ++l) {
+      const float x = v[j + l];
+      nan |= x != x;
+      lane[l] = better(x, lane[l]) ? x : lane[l];
+    }
+  for (; j < kc; ++j) {
+    nan |= v[j] != v[j];
+    lane[0] = better(v[j], lane[0]) ? v[j] : lane[0];
+  }
+  if (nan) {
+    for (j = kc - 1; v[j] == v[j]; --j) {
+    }
+    return v[j];
+  }
+  float m = lane[0];
+  for (int l = 1; l < 8; ++l) m = better(lane[l], m) ? lane[l] : m;
+  if (!better(m, acc)) return acc;  // also when acc is NaN
+  for (j = 0; v[j] != m; ++j) {
+  }
+  return v[j];
+}
+
 // Combines each tile element's chunk of kc values into its accumulator. Sum adds the chunk
-// in double (as the whole-tensor kernel accumulates); Max/Min combine exactly as
-// runtime/cpu/ops/reduce.cpp does (a NaN wins and stays; ties keep the accumulator).
+// in double (as the whole-tensor kernel accumulates) with four partial sums, so the adds are
+// not one latency-bound chain, in a fixed order (results do not depend on threads or tiles);
+// Max/Min combine exactly as runtime/cpu/ops/reduce.cpp does (a NaN wins and stays; ties keep
+// the accumulator; fold_extreme), so they are bitwise equal to it.
 void run_reduce(TileOpcode op, float* acc, const float* chunk, int64_t n, int64_t kc) {
   for (int64_t e = 0; e < n; ++e) {
     const float* v = chunk + e * kc;
     if (op == TileOpcode::ReduceSum) {
-      double s = acc[e];
-      for (int64_t j = 0; j < kc; ++j) s += v[j];
-      acc[e] = static_cast<float>(s);
+      double s0 = 0, s1 = 0, s2 = 0, s3 = 0;
+      int64_t j = 0;
+      for (; j + 4 <= kc; j += 4) {
+        s0 += v[j];
+        s1 += v[j + 1];
+        s2 += v[j + 2];
+        s3 += v[j + 3];
+      }
+      for (; j < kc; ++j) s0 += v[j];
+      acc[e] = static_cast<float>(static_cast<double>(acc[e]) + ((s0 + s1) + (s2 + s3)));
     } else if (op == TileOpcode::ReduceMax) {
-      float a = acc[e];
-      for (int64_t j = 0; j < kc; ++j) a = (v[j] > a || v[j] != v[j]) ? v[j] : a;
-      acc[e] = a;
+      acc[e] = fold_extreme<true>(acc[e], v, kc);
     } else {
-      float a = acc[e];
-      for (int64_t j = 0; j < kc; ++j) a = (v[j] < a || v[j] != v[j]) ? v[j] : a;
-      acc[e] = a;
+      acc[e] = fold_extreme<false>(acc[e], v, kc);
     }
   }
 }
