@@ -350,6 +350,17 @@ class KernelRun {
       for (int64_t pj = 0; pj < panels; ++pj) {
         float* dst = s.bpack.data() + pj * depth * NR;
         const int64_t cols = std::min(NR, t.nc - pj * NR);
+        if (bcs != 1 && b.loop_stride == 1) {  // b transposed (k contiguous): read columns
+          for (int64_t j = 0; j < NR; ++j) {
+            if (j >= cols) {
+              for (int64_t p = 0; p < depth; ++p) dst[p * NR + j] = 0.f;
+              continue;
+            }
+            const float* src = bbase + brow + k + (pj * NR + j) * bcs;
+            for (int64_t p = 0; p < depth; ++p) dst[p * NR + j] = src[p];
+          }
+          continue;
+        }
         for (int64_t p = 0; p < depth; ++p) {
           const float* src = bbase + brow + (k + p) * b.loop_stride + pj * NR * bcs;
           float* d = dst + p * NR;
