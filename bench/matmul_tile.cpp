@@ -18,14 +18,12 @@
 #include <string>
 #include <vector>
 
-#include "codegen/lower.h"
-#include "codegen/package_builder.h"
-#include "frontend/onnx_import.h"
-#include "passes/infer_shapes.h"
-#include "runtime/package.h"
-#include "runtime/session.h"
+#include "bench/fused_vs_unfused.h"
 
 namespace {
+
+using cuvil::bench::Runner;
+using cuvil::bench::make_runner;
 
 struct Size {
   int64_t m, k, n;
@@ -89,37 +87,6 @@ std::string gemm_model(const Size& s, Variant variant) {
   return m.SerializeAsString();
 }
 
-struct Runner {
-  std::shared_ptr<cuvil::rt::LoadedPackage> pkg;
-  std::unique_ptr<cuvil::rt::Session> session;
-  int kernels = 0, calls = 0;
-};
-
-bool make_runner(const std::string& bytes, bool fuse, int threads, Runner* r) {
-  cuvil::Model model = cuvil::frontend::import_onnx_bytes(bytes, "", {}, "mm.onnx");
-  cuvil::infer_shapes(model);
-  cuvil::codegen::LowerOptions lo;
-  lo.fuse_elementwise = fuse;
-  cuvil::codegen::LoweredModel lowered = cuvil::codegen::lower_model(model, lo);
-  r->kernels = lowered.fused_kernels;
-  r->calls = lowered.call_ops;
-  std::vector<uint8_t> pkg = cuvil::codegen::build_package(model, lowered);
-  cuvil::rt::Status st = cuvil::rt::LoadedPackage::open_memory(pkg.data(), pkg.size(), true, &r->pkg);
-  if (!st.is_ok()) {
-    std::fprintf(stderr, "package: %s\n", st.message().c_str());
-    return false;
-  }
-  cuvil::rt::SessionOptions opt;
-  opt.threads = threads;
-  r->session = std::make_unique<cuvil::rt::Session>(r->pkg, opt);
-  return true;
-}
-
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v[v.size() / 2];
-}
-
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -154,33 +121,16 @@ int main(int argc, char** argv) {
       for (float& v : a) v = dist(rng);
       for (float& v : b) v = dist(rng);
       const std::vector<int64_t> db = gemm ? std::vector<int64_t>{s.n, s.k} : std::vector<int64_t>{s.k, s.n};
-      auto run = [&](Runner& r) {
-        auto t0 = std::chrono::steady_clock::now();
-        cuvil::rt::Status st = r.session->set_input(0, cuvil::DType::Float, {s.m, s.k}, a.data(), a.size() * 4);
-        if (st.is_ok()) st = r.session->set_input(1, cuvil::DType::Float, db, b.data(), b.size() * 4);
-        if (st.is_ok()) st = r.session->run();
-        auto t1 = std::chrono::steady_clock::now();
-        if (!st.is_ok()) {
-          std::fprintf(stderr, "run: %s\n", st.message().c_str());
-          std::exit(1);
-        }
-        return std::chrono::duration<double, std::milli>(t1 - t0).count();
-      };
-      std::vector<double> tt, tw;
-      for (int r = 0; r < repeats + 1; ++r) {  // the first round warms up
-        const double x = run(tile), y = run(whole);
-        if (r > 0) {
-          tt.push_back(x);
-          tw.push_back(y);
-        }
-      }
+      const cuvil::bench::Timing t = cuvil::bench::time_alternately(tile, whole, repeats, [&](cuvil::rt::Session& session) {
+        cuvil::rt::Status st = session.set_input(0, cuvil::DType::Float, {s.m, s.k}, a.data(), a.size() * 4);
+        return st.is_ok() ? session.set_input(1, cuvil::DType::Float, db, b.data(), b.size() * 4) : st;
+      });
       const float* yt = static_cast<const float*>(tile.session->output(0)->data);
       const float* yw = static_cast<const float*>(whole.session->output(0)->data);
       double diff = 0;
       for (int64_t i = 0; i < s.m * s.n; ++i) diff = std::max(diff, static_cast<double>(std::fabs(yt[i] - yw[i])));
       const double flops = 2.0 * static_cast<double>(s.m) * static_cast<double>(s.k) * static_cast<double>(s.n);
-      const double mt = median(tt), mw = median(tw);
-      const double bt = *std::min_element(tt.begin(), tt.end()), bw = *std::min_element(tw.begin(), tw.end());
+      const double mt = t.tile_median, mw = t.whole_median, bt = t.tile_best, bw = t.whole_best;
       const char* name = gemm ? "Gemm^T+C" : variant == Variant::kLayer ? "MM+b+Relu" : "MatMul";
       std::printf("%-9s %6lld %6lld %6lld | %10.3f %8.1f | %10.3f %8.1f | %5.2fx %5.2fx %.2g\n", name,
                   static_cast<long long>(s.m), static_cast<long long>(s.k), static_cast<long long>(s.n), mt,

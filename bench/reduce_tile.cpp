@@ -15,14 +15,12 @@
 #include <string>
 #include <vector>
 
-#include "codegen/lower.h"
-#include "codegen/package_builder.h"
-#include "frontend/onnx_import.h"
-#include "passes/infer_shapes.h"
-#include "runtime/package.h"
-#include "runtime/session.h"
+#include "bench/fused_vs_unfused.h"
 
 namespace {
+
+using cuvil::bench::Runner;
+using cuvil::bench::make_runner;
 
 std::string reduce_model(const char* op, int64_t rows, int64_t cols) {
   onnx::ModelProto m;
@@ -62,36 +60,6 @@ std::string reduce_model(const char* op, int64_t rows, int64_t cols) {
   return m.SerializeAsString();
 }
 
-struct Runner {
-  std::shared_ptr<cuvil::rt::LoadedPackage> pkg;
-  std::unique_ptr<cuvil::rt::Session> session;
-  int kernels = 0;
-};
-
-bool make_runner(const std::string& bytes, bool fuse, int threads, Runner* r) {
-  cuvil::Model model = cuvil::frontend::import_onnx_bytes(bytes, "", {}, "reduce.onnx");
-  cuvil::infer_shapes(model);
-  cuvil::codegen::LowerOptions lo;
-  lo.fuse_elementwise = fuse;
-  cuvil::codegen::LoweredModel lowered = cuvil::codegen::lower_model(model, lo);
-  r->kernels = lowered.fused_kernels;
-  std::vector<uint8_t> pkg = cuvil::codegen::build_package(model, lowered);
-  cuvil::rt::Status st = cuvil::rt::LoadedPackage::open_memory(pkg.data(), pkg.size(), true, &r->pkg);
-  if (!st.is_ok()) {
-    std::fprintf(stderr, "package: %s\n", st.message().c_str());
-    return false;
-  }
-  cuvil::rt::SessionOptions opt;
-  opt.threads = threads;
-  r->session = std::make_unique<cuvil::rt::Session>(r->pkg, opt);
-  return true;
-}
-
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v[v.size() / 2];
-}
-
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -119,27 +87,10 @@ int main(int argc, char** argv) {
       std::mt19937 rng(5);
       std::uniform_real_distribution<float> dist(-1.f, 1.f);
       for (float& v : x) v = dist(rng);
-      auto run = [&](Runner& r) {
-        auto t0 = std::chrono::steady_clock::now();
-        cuvil::rt::Status st = r.session->set_input(0, cuvil::DType::Float, {rows, cols}, x.data(), x.size() * 4);
-        if (st.is_ok()) st = r.session->run();
-        auto t1 = std::chrono::steady_clock::now();
-        if (!st.is_ok()) {
-          std::fprintf(stderr, "run: %s\n", st.message().c_str());
-          std::exit(1);
-        }
-        return std::chrono::duration<double, std::milli>(t1 - t0).count();
-      };
-      std::vector<double> tt, tw;
-      for (int r = 0; r < repeats + 1; ++r) {  // the first round warms up
-        const double a = run(tile), b = run(whole);
-        if (r > 0) {
-          tt.push_back(a);
-          tw.push_back(b);
-        }
-      }
-      const double mt = median(tt), mw = median(tw);
-      const double bt = *std::min_element(tt.begin(), tt.end()), bw = *std::min_element(tw.begin(), tw.end());
+      const cuvil::bench::Timing t = cuvil::bench::time_alternately(tile, whole, repeats, [&](cuvil::rt::Session& session) {
+        return session.set_input(0, cuvil::DType::Float, {rows, cols}, x.data(), x.size() * 4);
+      });
+      const double mt = t.tile_median, mw = t.whole_median, bt = t.tile_best, bw = t.whole_best;
       std::printf("%-10s %7lld %7lld | %9.3f | %9.3f | %5.2fx %5.2fx\n", op, static_cast<long long>(rows),
                   static_cast<long long>(cols), mt, mw, mt / mw, bt / bw);
     }
