@@ -220,7 +220,7 @@ int main_impl(int argc, char** argv) {
                       "Output file. Default: <model>.cuvir in the current directory (with --emit: "
                       "standard output; '-' also means standard output). Written atomically; an "
                       "existing file is left untouched when the compile fails.");
-  compile->add_flag("--no-fusion", no_fusion, "Do not fuse elementwise ops into tile kernels");
+  compile->add_flag("--no-fusion", no_fusion, "Do not build tile kernels (fused elementwise chains, reductions, MatMul/Gemm, casts): only CallOps");
   compile->add_option("--dim", compile_dims, kDimHelp);
   compile->footer(kExitCodes);
 

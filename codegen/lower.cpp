@@ -1,5 +1,6 @@
 #include "codegen/lower.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <map>
@@ -7,6 +8,7 @@
 #include <sstream>
 
 #include "codegen/memory_plan.h"
+#include "codegen/tile_kernels.h"
 #include "runtime/op_kernel.h"
 #include "support/error.h"
 
@@ -284,7 +286,24 @@ class Lowerer {
     std::vector<size_t> nodes;  // in topological order
     ValueId output = kNoValue;
     Shape domain;
+    bool loop = false;  // one node lowered by codegen/tile_kernels (reduction loop)
   };
+
+  tile::KernelContext kernel_context(const Graph& g) {
+    return {g, model_.ranges, [this](const DimExpr& e) { return expr(e); },
+            [this, &g](ValueId v) { return tensor(g, v); },
+            [this, &g](ValueId v) -> const Shape& { return shape_of(g, v); }};
+  }
+
+  // A node that becomes a loop kernel of its own (codegen/tile_kernels.h); its shapes must
+  // not wait on data, since a kernel's extents are evaluated before it runs.
+  bool loop_kernel(const Graph& g, const Node& n) {
+    for (ValueId v : n.inputs)
+      if (v != kNoValue && mentions_data_dependent(shape_of(g, v))) return false;
+    for (ValueId v : n.outputs)
+      if (v == kNoValue || mentions_data_dependent(shape_of(g, v))) return false;
+    return tile::is_loop_kernel(n, kernel_context(g));
+  }
 
   static bool is_f32(const Graph& g, ValueId id) {
     return id != kNoValue && g.value(id).dtype == DType::Float;
@@ -303,6 +322,10 @@ class Lowerer {
   }
 
   bool fusible(const Graph& g, const Node& n) const {
+    if (tile::fusible_cast(n, g)) {
+      const Shape& domain = shape_of(g, n.outputs[0]);
+      return !mentions_data_dependent(domain) && broadcastable(shape_of(g, n.inputs[0]), domain);
+    }
     if (n.outputs.size() != 1 || !is_f32(g, n.outputs[0])) return false;
     const bool unary = tile_unary(n.op_type).has_value();
     const bool binary = tile_binary(n.op_type).has_value() && n.inputs.size() == 2;
@@ -341,6 +364,12 @@ class Lowerer {
     std::vector<int> group_of_node(g.nodes.size(), -1);
     for (size_t i = 0; i < g.nodes.size(); ++i) {
       const Node& n = g.nodes[i];
+      if (opt_.fuse_elementwise && loop_kernel(g, n)) {  // elementwise ops may join as an epilogue
+        groups_.push_back(Group{&g, {i}, n.outputs[0], shape_of(g, n.outputs[0]), true});
+        group_of_node[i] = static_cast<int>(groups_.size()) - 1;
+        group_of_value[n.outputs[0]] = group_of_node[i];
+        continue;
+      }
       if (!opt_.fuse_elementwise || !fusible(g, n)) continue;
       const Shape& domain = shape_of(g, n.outputs[0]);
       int join = -1;
@@ -352,7 +381,8 @@ class Lowerer {
         bool same = true;
         for (size_t k = 0; k < domain.size(); ++k)
           same = same && sym::prove_equal(*grp.domain[k], *domain[k], model_.ranges);
-        if (same && grp.nodes.size() < 12) {  // keeps live registers <= 16
+        // Keeps live registers <= 16 (a loop kernel uses up to 3 of its own).
+        if (same && grp.nodes.size() < (grp.loop ? 9u : 12u)) {
           join = it->second;
           break;
         }
@@ -377,18 +407,28 @@ class Lowerer {
   uint32_t emit_kernel(const Group& grp) {
     const Graph& g = *grp.graph;
     rt::TileKernel k;
+    std::map<ValueId, uint32_t> reg_of;
+    uint32_t next_reg = 0;
+    // A loop group starts from its loop kernel (codegen/tile_kernels.h); the elementwise
+    // nodes after it extend the finish section, which ends with the store below.
+    const std::vector<size_t> chain(grp.nodes.begin() + (grp.loop ? 1 : 0), grp.nodes.end());
+    if (grp.loop) {
+      tile::LoopKernel lk = tile::emit_loop_kernel(g.nodes[grp.nodes[0]], kernel_context(g));
+      k = std::move(lk.kernel);
+      next_reg = k.registers;
+      reg_of[g.nodes[grp.nodes[0]].outputs[0]] = lk.result;
+    } else {
+      for (const Dim& d : grp.domain) k.domain.push_back(expr(*d));
+    }
     const Node& last = g.nodes[grp.nodes.back()];
     k.name = last.name;
-    for (const Dim& d : grp.domain) k.domain.push_back(expr(*d));
     // Registers are reused once the value they hold has no further use in the body.
     std::map<ValueId, int> uses;
-    for (size_t ni : grp.nodes)
+    for (size_t ni : chain)
       for (ValueId in : g.nodes[ni].inputs)
         if (in != kNoValue) uses[in]++;
     uses[grp.output]++;  // the final store
-    std::map<ValueId, uint32_t> reg_of;
     std::vector<uint32_t> free_regs;
-    uint32_t next_reg = 0;
     auto new_reg = [&]() -> uint32_t {
       if (!free_regs.empty()) {
         uint32_t r = free_regs.back();
@@ -437,7 +477,7 @@ class Lowerer {
       reg_of[in] = r;
       return r;
     };
-    for (size_t ni : grp.nodes) {
+    for (size_t ni : chain) {
       const Node& n = g.nodes[ni];
       std::vector<uint32_t> ops;
       if (n.op_type == "Clip") {
@@ -455,6 +495,9 @@ class Lowerer {
         if (n.input(1) != kNoValue) lo = static_cast<float>(g.value(n.inputs[1]).data->float_at(0));
         if (n.input(2) != kNoValue) hi = static_cast<float>(g.value(n.inputs[2]).data->float_at(0));
         k.body.insert(k.body.end(), {static_cast<uint32_t>(rt::TileOpcode::Clip), r, ops[0], float_bits(lo), float_bits(hi)});
+      } else if (n.op_type == "Cast") {  // rounds through the target dtype (tile_kernels.h)
+        k.body.insert(k.body.end(), {static_cast<uint32_t>(rt::TileOpcode::Cast), r, ops[0],
+                                     static_cast<uint32_t>(g.value(n.outputs[0]).dtype)});
       } else if (auto u = tile_unary(n.op_type)) {
         k.body.insert(k.body.end(), {static_cast<uint32_t>(rt::TileOpcode::Unary), static_cast<uint32_t>(*u), r, ops[0]});
       } else {
@@ -465,7 +508,7 @@ class Lowerer {
     }
     uint32_t out_map = map_for(tensor(g, grp.output));
     k.body.insert(k.body.end(), {static_cast<uint32_t>(rt::TileOpcode::Store), out_map, reg_of.at(grp.output)});
-    k.registers = next_reg;
+    k.registers = std::max(k.registers, next_reg);
     CUVIL_ASSERT(k.registers <= 16, "tile kernel needs " << k.registers << " registers");
     out_.program.kernels.push_back(std::move(k));
     return static_cast<uint32_t>(out_.program.kernels.size()) - 1;

@@ -2,8 +2,10 @@
 //
 // Rewrites: every node becomes either part of a tile kernel (chains of float32 elementwise
 // ops whose intermediates have one consumer are fused into one kernel: loads through affine
-// maps with broadcasting, register-to-register math, one store) or a CallOp of its
-// whole-tensor CPU kernel. Initializers become 64-byte aligned weights. Intermediates get
+// maps with broadcasting, register-to-register math, one store; exact Casts join them), a
+// tile kernel with a reduction loop (float32 ReduceSum/Mean/Max/Min, MatMul, Gemm: see
+// codegen/tile_kernels.h; elementwise chains after it join as an epilogue), or a CallOp of
+// its whole-tensor CPU kernel. Initializers become 64-byte aligned weights. Intermediates get
 // arena offsets from a liveness-based memory plan with symbolic sizes (codegen/memory_plan).
 // Requires: infer_shapes has run; every value is a tensor of known rank. Unknown dims become
 // data-dependent symbols bound when the producing kernel runs.

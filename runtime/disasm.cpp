@@ -6,6 +6,7 @@
 
 #include <charconv>
 #include <cstring>
+#include <optional>
 #include <sstream>
 
 #include "runtime/expr_eval.h"
@@ -71,7 +72,12 @@ std::string operand_text(char kind, uint32_t v) {
     case 'K': return "k" + n;
     case 'J': return "@" + n;
     case 'L': return "l" + n;
-    case 'R': return "r" + n;
+    case 'R':
+    case 'A': return "r" + n;
+    case 'D': {
+      const auto t = v <= 1000 ? dtype_from_onnx(static_cast<int32_t>(v)) : std::nullopt;
+      return t ? dtype_name(*t) : "dtype(" + n + ")";
+    }
     case 'M': return "m" + n;
     case 'U': return unary_fn_name(static_cast<UnaryFn>(v < 256 ? v : 255));
     case 'B': return binary_fn_name(static_cast<BinaryFn>(v < 256 ? v : 255));
@@ -96,7 +102,9 @@ std::string insn_text(const char* name, const char* kinds, const uint32_t* ops, 
     }
     args += (args.empty() ? " " : ", ") + operand_text(kinds[i], ops[i]);
   }
-  std::string out = dest >= 0 ? operand_text('R', ops[dest]) + " = " : "";
+  // An accumulator destination is also read: "r3 += ReduceSum r1".
+  std::string out =
+      dest >= 0 ? operand_text('R', ops[dest]) + (kinds[dest] == 'A' ? " += " : " = ") : "";
   return out + mnemonic + args;
 }
 
@@ -152,15 +160,21 @@ void print_tensors(std::ostringstream& os, const Program& p) {
 void print_kernel(std::ostringstream& os, const Program& p, size_t ki) {
   const TileKernel& k = p.kernels[ki];
   os << "  k" << ki << " " << quoted(k.name) << " domain " << expr_list(p, k.domain)
-     << " registers " << k.registers << "\n";
+     << " registers " << k.registers;
+  if (k.loop_extent != kNone)
+    os << " loop " << expr_to_string(p, k.loop_extent) << " chunk " << k.loop_chunk;
+  os << "\n";
   for (size_t m = 0; m < k.maps.size(); ++m) {
     const AccessMap& map = k.maps[m];
     os << "    m" << m << " = " << tensor_ref(p, map.tensor);
     if (map.tensor < p.tensors.size()) os << " " << quoted(p.tensors[map.tensor].name);
-    os << " offset " << expr_to_string(p, map.offset) << " strides " << expr_list(p, map.strides)
-       << "\n";
+    os << " offset " << expr_to_string(p, map.offset) << " strides " << expr_list(p, map.strides);
+    if (map.loop_stride != kNone) os << " loop stride " << expr_to_string(p, map.loop_stride);
+    os << "\n";
   }
   for (size_t pc = 0; pc < k.body.size();) {
+    if (k.loop_extent != kNone && pc == k.init_end) os << "    loop:\n";
+    if (k.loop_extent != kNone && pc == k.loop_end) os << "    finish:\n";
     const uint32_t word = k.body[pc];
     const size_t left = k.body.size() - pc - 1;
     os << "    " << pc << ": ";
@@ -177,6 +191,8 @@ void print_kernel(std::ostringstream& os, const Program& p, size_t ki) {
        << "\n";
     pc += 1 + std::strlen(kinds);
   }
+  if (k.loop_extent != kNone && k.body.size() == k.init_end) os << "    loop:\n";
+  if (k.loop_extent != kNone && k.body.size() == k.loop_end) os << "    finish:\n";
 }
 
 void print_loop(std::ostringstream& os, const Program& p, size_t li) {

@@ -1,4 +1,4 @@
-// The .cuvir package, format 1 (docs/format.md): a fixed header, a section table, and the
+// The .cuvir package, format 2 (docs/format.md): a fixed header, a section table, and the
 // MANIFEST, WEIGHTS, PROGRAM and (optional) REPORT sections. write_package produces the bytes
 // (deterministically); LoadedPackage opens a file (memory-mapped, weights used in place) or a
 // memory buffer and verifies ALL of it before returning: header, section table bounds,
@@ -18,12 +18,12 @@
 
 namespace cuvil::rt {
 
-// ---- format 1 constants (docs/format.md) ----
+// ---- format 2 constants (docs/format.md) ----
 constexpr char kPackageMagic[8] = {'C', 'U', 'V', 'I', 'R', '\0', '\r', '\n'};
-constexpr uint16_t kFormatMajor = 1;
+constexpr uint16_t kFormatMajor = 2;  // 2: loop records and reduction-loop kernels in PROGRAM
 constexpr uint16_t kFormatMinor = 0;
 constexpr uint32_t kKnownFeatures = 0;  // feature bits this runtime understands
-constexpr uint32_t kHeaderSize = 32;    // the format 1.0 header
+constexpr uint32_t kHeaderSize = 32;    // the format 2.0 header
 constexpr uint32_t kSectionEntrySize = 32;
 constexpr uint32_t kMaxSections = 1024;
 constexpr uint32_t kMaxSectionAlignment = 4096;

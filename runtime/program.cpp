@@ -73,6 +73,14 @@ const char* unary_fn_name(UnaryFn f) {
 const char* binary_fn_name(BinaryFn f) {
   return f < BinaryFn::kCount ? kBinaryNames[static_cast<int>(f)] : "<bad>";
 }
+bool tile_dtype_supported(DType t) {
+  switch (t) {
+    case DType::Float: case DType::Float16: case DType::BFloat16: case DType::Double:
+    case DType::Int8: case DType::UInt8: case DType::Int32: case DType::Int64: case DType::Bool:
+      return true;
+    default: return false;
+  }
+}
 const char* tensor_kind_name(TensorKind k) {
   switch (k) {
     case TensorKind::kInput: return "input";
@@ -151,6 +159,13 @@ std::vector<uint8_t> encode_program(const Program& p) {
     }
     w.u32(k.registers);
     put_ids(w, k.body);
+    // Reduction loop fields, appended at the end of the kernel record (docs/format.md).
+    w.u32(k.loop_extent);
+    w.u32(k.loop_chunk);
+    w.u32(k.init_end);
+    w.u32(k.loop_end);
+    w.u32(static_cast<uint32_t>(k.maps.size()));
+    for (const AccessMap& m : k.maps) w.u32(m.loop_stride);
   }
   put_ids(w, p.code);
   w.u32(p.arena_size);
@@ -255,7 +270,7 @@ bool decode_program(const uint8_t* data, size_t size, Program* out, std::string*
     }
     if (r.failed()) break;
   }
-  n = r.count(20);
+  n = r.count(40);
   p.kernels.resize(n);
   for (TileKernel& k : p.kernels) {
     k.name = r.str();
@@ -269,7 +284,18 @@ bool decode_program(const uint8_t* data, size_t size, Program* out, std::string*
     }
     k.registers = r.u32();
     k.body = get_ids(r);
+    k.loop_extent = r.u32();
+    k.loop_chunk = r.u32();
+    k.init_end = r.u32();
+    k.loop_end = r.u32();
+    std::vector<uint32_t> loop_strides = get_ids(r);
     if (r.failed()) break;
+    if (loop_strides.size() != k.maps.size()) {
+      *error = "kernel '" + k.name + "': " + std::to_string(loop_strides.size()) +
+               " loop strides for " + std::to_string(k.maps.size()) + " maps";
+      return false;
+    }
+    for (size_t m = 0; m < k.maps.size(); ++m) k.maps[m].loop_stride = loop_strides[m];
   }
   p.code = get_ids(r);
   p.arena_size = r.u32();

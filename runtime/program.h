@@ -48,6 +48,9 @@ const char* tile_opcode_name(TileOpcode op);
 const char* tile_opcode_operands(TileOpcode op);
 const char* unary_fn_name(UnaryFn f);
 const char* binary_fn_name(BinaryFn f);
+// Element dtypes a tile map's tensor (and a Cast instruction) may have: Load converts them to
+// float32 registers and Store back, with the whole-tensor Cast kernel's rules.
+bool tile_dtype_supported(DType t);
 
 // ---- expressions (postfix code over int64, checked arithmetic at evaluation) ----
 enum class ExprOpKind : uint8_t { kConst, kSymbol, kAdd, kMul, kFloorDiv, kMod, kMin, kMax };
@@ -102,10 +105,18 @@ struct NodeRecord {
 // A tile kernel: a fused group of elementwise ops over an iteration domain (the shape of the
 // tensors it stores). The domain is walked as [rows, cols] tiles: cols is the last dim, rows
 // all others; a tile is up to tile_rows x tile_cols elements, partial at the edges.
+//
+// Optional reduction loop: when loop_extent is an expression id, the body is three sections,
+// [0, init_end) run once per tile, [init_end, loop_end) run once per chunk of up to
+// loop_chunk steps of the loop index k in [0, loop_extent), [loop_end, end) run once per tile
+// after the loop. Maps advance by loop_stride elements per step of k. Without a loop,
+// init_end == loop_end == 0 and the whole body is one straight-line section.
 struct AccessMap {
   uint32_t tensor = kNone;
   uint32_t offset = kNone;        // expression id: element offset of domain index 0
   std::vector<uint32_t> strides;  // expression ids, one per domain dim (0 = broadcast)
+  uint32_t loop_stride = kNone;   // expression id: elements per step of the loop index;
+                                  // kNone = the map does not move with the loop
 };
 struct TileKernel {
   std::string name;
@@ -113,7 +124,15 @@ struct TileKernel {
   std::vector<AccessMap> maps;
   uint32_t registers = 0;         // tile registers the body uses
   std::vector<uint32_t> body;     // encoded tile instructions (CUVIL_TILE)
+  uint32_t loop_extent = kNone;   // expression id of the reduction loop's trip count, or kNone
+  uint32_t loop_chunk = 0;        // loop steps per chunk (1..kMaxLoopChunk) when there is a loop
+  uint32_t init_end = 0;          // body word where the loop section starts
+  uint32_t loop_end = 0;          // body word where the finish section starts
 };
+// Loop steps per chunk: a chunk register holds tile elements x chunk <= kTileRegisterElements.
+constexpr uint32_t kMaxLoopChunk = 1024;
+// Elements of one tile register.
+constexpr int64_t kTileRegisterElements = 4096;
 
 // A program-level loop: an ONNX Loop or Scan whose body was inlined between LoopTest and
 // LoopNext (runtime/session.cpp runs the four Loop* instructions; docs/isa.md "Loops").

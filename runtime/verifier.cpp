@@ -37,7 +37,7 @@ constexpr size_t const_strlen(const char* s) {
 #undef CUVIL_INSN
 // The CPU tile interpreter decodes at most 4 operands per tile instruction.
 #define CUVIL_TILE(name, operands)                                               \
-  static_assert(kinds_within(operands, "RMUBFI") && const_strlen(operands) <= 4, \
+  static_assert(kinds_within(operands, "RMUBFIAD") && const_strlen(operands) <= 4, \
                 "CUVIL_TILE " #name ": unknown operand kind or more than 4 operands");
 #include "runtime/isa.def"
 #undef CUVIL_TILE
@@ -381,6 +381,16 @@ class ProgramVerifier {
           return fail(where, ": ",
                       out_of_range("binary function", v, static_cast<size_t>(BinaryFn::kCount)));
         return Status::ok();
+      case 'A':
+        if (v >= k->registers)
+          return fail(where, ": ", out_of_range("accumulator register", v, k->registers));
+        return Status::ok();
+      case 'D': {
+        const auto t = v <= 1000 ? dtype_from_onnx(static_cast<int32_t>(v)) : std::nullopt;
+        if (!t || !tile_dtype_supported(*t))
+          return fail(where, ": dtype ", v, " is not one a tile conversion supports");
+        return Status::ok();
+      }
       case 'F':
       case 'I': return Status::ok();
       default:  // J is checked by check_code; the table's kinds are checked statically above
@@ -399,11 +409,28 @@ class ProgramVerifier {
         if (!expr_ok(k.domain[d]))
           return fail(kname, ": domain dim ", d, ": ",
                       out_of_range("expression", k.domain[d], p_.exprs.size()));
+      const bool has_loop = k.loop_extent != kNone;
+      if (has_loop && !expr_ok(k.loop_extent))
+        return fail(kname, ": loop extent ",
+                    out_of_range("expression", k.loop_extent, p_.exprs.size()));
+      if (has_loop && (k.loop_chunk == 0 || k.loop_chunk > kMaxLoopChunk))
+        return fail(kname, ": loop chunk ", k.loop_chunk, " is not in [1, ", kMaxLoopChunk, "]");
+      if (!has_loop && (k.loop_chunk != 0 || k.init_end != 0 || k.loop_end != 0))
+        return fail(kname, ": has no loop, but a loop chunk or sections (", k.loop_chunk, ", ",
+                    k.init_end, ", ", k.loop_end, ")");
       for (size_t m = 0; m < k.maps.size(); ++m) {
         const AccessMap& map = k.maps[m];
         const std::string where = kname + " map " + std::to_string(m);
         if (map.tensor >= p_.tensors.size())
           return fail(where, ": ", out_of_range("tensor", map.tensor, p_.tensors.size()));
+        if (!tile_dtype_supported(p_.tensors[map.tensor].dtype))
+          return fail(where, ": ", tensor_label(map.tensor), " has dtype ",
+                      dtype_name(p_.tensors[map.tensor].dtype), ", which tiles cannot convert");
+        if (map.loop_stride != kNone && !has_loop)
+          return fail(where, ": has a loop stride, but the kernel has no loop");
+        if (map.loop_stride != kNone && !expr_ok(map.loop_stride))
+          return fail(where, ": loop stride ",
+                      out_of_range("expression", map.loop_stride, p_.exprs.size()));
         if (!expr_ok(map.offset))
           return fail(where, ": offset ", out_of_range("expression", map.offset, p_.exprs.size()));
         if (map.strides.size() != k.domain.size())
@@ -421,11 +448,22 @@ class ProgramVerifier {
     return Status::ok();
   }
 
-  // A body is straight-line: decode it word by word; a register must be written before it
-  // is read (otherwise it would hold the previous tile's data).
+  // A body is straight-line sections: decode it word by word; a register must be written
+  // before it is read (otherwise it would hold the previous tile's data). With a loop, a
+  // register has a shape class from its last write: "chunk" ([tile elements x chunk]) when
+  // written by a loop-section instruction other than an accumulation, "tile" otherwise.
+  // Loop-section instructions read chunk registers (accumulators are tile registers), and
+  // init/finish instructions read tile registers, and a loop accumulator is not overwritten
+  // in the loop (it would be read as one on the next chunk); stores and loop-only
+  // instructions stay in their sections. The section bounds must be instruction starts.
   Status check_body(size_t ki, const std::string& kname) {
     const TileKernel& k = p_.kernels[ki];
     uint32_t written = 0;  // bit per register; registers <= 16
+    uint32_t chunk = 0;    // bit per register whose last write made it chunk-shaped
+    uint32_t loop_acc = 0;  // registers the loop section accumulates into
+    if (k.init_end > k.loop_end || k.loop_end > k.body.size())
+      return fail(kname, ": sections [0, ", k.init_end, ", ", k.loop_end, ", ", k.body.size(),
+                  ") are not in order");
     for (size_t pc = 0; pc < k.body.size();) {
       const uint32_t word = k.body[pc];
       if (word >= static_cast<uint32_t>(TileOpcode::kCount))
@@ -439,14 +477,54 @@ class ProgramVerifier {
       if (k.body.size() - pc - 1 < n)
         return fail(where, ": needs ", n, " operand words, only ", k.body.size() - pc - 1,
                     " remain");
+      for (uint32_t bound : {k.init_end, k.loop_end})
+        if (bound > pc && bound <= pc + n)
+          return fail(kname, ": section bound ", bound, " is not an instruction start (inside ",
+                      where, ")");
       const int dest = tile_destination_operand(op);
+      const bool in_loop = pc >= k.init_end && pc < k.loop_end;
+      if (tile_opcode_in_loop_only(op) && !in_loop)
+        return fail(where, ": only allowed in the loop section [", k.init_end, ", ", k.loop_end,
+                    ")");
+      if (op == TileOpcode::LoopExtent && k.loop_extent == kNone)
+        return fail(where, ": the kernel has no loop");
+      if (op == TileOpcode::Store && in_loop)
+        return fail(where, ": a store inside the loop section would run once per chunk");
       for (size_t i = 0; i < n; ++i) {
         const uint32_t v = k.body[pc + 1 + i];
         CUVIL_RETURN_IF_ERROR(check_operand(kinds[i], v, where, &k));
-        if (kinds[i] == 'R' && static_cast<int>(i) != dest && !(written & (1u << v)))
+        const bool reads = kinds[i] == 'A' || (kinds[i] == 'R' && static_cast<int>(i) != dest);
+        if (!reads) continue;
+        if (!(written & (1u << v)))
           return fail(where, ": reads register ", v, " before any instruction writes it");
+        // Accumulators are tile-shaped; everything else a loop instruction reads is a chunk.
+        const bool want_chunk = in_loop && kinds[i] != 'A';
+        if (((chunk >> v) & 1u) != (want_chunk ? 1u : 0u))
+          return fail(where, ": reads register ", v, " as a ", want_chunk ? "chunk" : "tile",
+                      " register, but its last write made it a ",
+                      want_chunk ? "tile" : "chunk", " register");
       }
-      if (dest >= 0) written |= 1u << k.body[pc + 1 + static_cast<size_t>(dest)];
+      for (size_t i = 0; i < n && !in_loop; ++i)  // so an empty loop touches no such map
+        if (kinds[i] == 'M' && k.maps[k.body[pc + 1 + i]].loop_stride != kNone)
+          return fail(where, ": map ", k.body[pc + 1 + i],
+                      " moves with the loop; only the loop section may use it");
+      if (op == TileOpcode::Mma) {  // reads float32 matrices straight from its maps
+        for (size_t i = 0; i < n; ++i)
+          if (kinds[i] == 'M' && p_.tensors[k.maps[k.body[pc + 1 + i]].tensor].dtype != DType::Float)
+            return fail(where, ": map ", k.body[pc + 1 + i], " is not float32");
+      }
+      if (dest >= 0) {
+        const uint32_t r = k.body[pc + 1 + static_cast<size_t>(dest)];
+        // The loop section runs again: a chunk written over an accumulator would be
+        // accumulated into on the next chunk.
+        if (in_loop && kinds[dest] == 'A') loop_acc |= 1u << r;
+        else if (in_loop && (loop_acc & (1u << r)))
+          return fail(where, ": overwrites register ", r,
+                      ", which the loop section accumulates into");
+        written |= 1u << r;
+        if (in_loop && kinds[dest] != 'A') chunk |= 1u << r;
+        else if (kinds[dest] != 'A') chunk &= ~(1u << r);
+      }
       if (op == TileOpcode::Store) {  // writes through its map operand
         const uint32_t t = k.maps[k.body[pc + 1 + std::strcspn(kinds, "M")]].tensor;
         if (!writable(t))
@@ -654,7 +732,12 @@ int tile_destination_operand(TileOpcode op) {
   const char* kinds = tile_opcode_operands(op);
   int i = 0;
   while (kinds[i] == 'U' || kinds[i] == 'B') ++i;
-  return kinds[i] == 'R' ? i : -1;
+  return kinds[i] == 'R' || kinds[i] == 'A' ? i : -1;
+}
+
+bool tile_opcode_in_loop_only(TileOpcode op) {
+  return op == TileOpcode::ReduceSum || op == TileOpcode::ReduceMax ||
+         op == TileOpcode::ReduceMin || op == TileOpcode::Mma;
 }
 
 Status verify_program(const Program& p, uint64_t weights_size) {

@@ -32,7 +32,12 @@ Status verify_program(const Program& p, uint64_t weights_size);
 // The operand position a tile instruction writes, derived from the table's operand kinds by
 // the ISA convention (docs/isa.md): after any leading function operand (U, B), an R operand
 // in first position is the destination register; every other R operand is read. Returns -1
-// for instructions that write no register (Store). Shared by the verifier and disassembler.
+// for instructions that write no register (Store). An A operand (accumulator) in that
+// position is the destination too, and is also read. Shared by the verifier and disassembler.
 int tile_destination_operand(TileOpcode op);
+
+// Instructions that only make sense inside the reduction loop section (they consume a chunk
+// of the loop), and whether an opcode is one.
+bool tile_opcode_in_loop_only(TileOpcode op);
 
 }  // namespace cuvil::rt

@@ -195,13 +195,13 @@ TEST(Package, RoundTripThroughMemory) {
   EXPECT_EQ(pkg->manifest().text, c.manifest);
   ASSERT_NE(pkg->manifest().find("model"), nullptr);
   EXPECT_EQ(*pkg->manifest().find("model"), "tiny");
-  EXPECT_EQ(*pkg->manifest().find("format"), "1.0");
+  EXPECT_EQ(*pkg->manifest().find("format"), "2.0");
   EXPECT_EQ(pkg->manifest().find_all("input"), std::vector<std::string>{"x f32 [N, 4]"});
   ASSERT_EQ(pkg->weights_size(), c.weights.size());
   EXPECT_EQ(0, std::memcmp(pkg->weights(), c.weights.data(), c.weights.size()));
   EXPECT_EQ(reinterpret_cast<uintptr_t>(pkg->weights()) % kWeightsAlignment, 0u);
   EXPECT_EQ(pkg->report(), c.report);
-  EXPECT_EQ(pkg->format_major(), 1);
+  EXPECT_EQ(pkg->format_major(), 2);
   EXPECT_EQ(pkg->format_minor(), 0);
   EXPECT_EQ(pkg->sections().size(), 4u);
 }
@@ -287,7 +287,7 @@ TEST(Package, GoldenPackageBytes) {
 TEST(Package, LayoutMatchesTheFormatDocument) {
   const Bytes b = write_package(make_contents());
   EXPECT_EQ(0, std::memcmp(b.data(), "CUVIR\0\r\n", 8));
-  EXPECT_EQ(get<uint16_t>(b, 8), 1);        // major
+  EXPECT_EQ(get<uint16_t>(b, 8), 2);        // major
   EXPECT_EQ(get<uint16_t>(b, 10), 0);       // minor
   EXPECT_EQ(get<uint32_t>(b, 12), 0u);      // feature bits
   EXPECT_EQ(get<uint32_t>(b, 16), 4u);      // sections
@@ -346,9 +346,9 @@ TEST(Package, UnknownNonCriticalSectionIsSkipped) {
 TEST(Package, NewerMinorVersionIsAccepted) {
   Bytes b = write_package(make_contents());
   set<uint16_t>(b, 10, 7);
-  // The manifest repeats the version; a 1.7 writer would write 1.7 there too.
+  // The manifest repeats the version; a 2.7 writer would write 2.7 there too.
   PackageContents c = make_contents();
-  c.manifest = "format: 1.7\nmodel: tiny\n";
+  c.manifest = "format: 2.7\nmodel: tiny\n";
   b = write_package(c);
   set<uint16_t>(b, 10, 7);
   std::shared_ptr<LoadedPackage> pkg;
@@ -371,7 +371,7 @@ TEST(Package, Crc32cKnownValueAndBothImplementationsAgree) {
 
 TEST(Package, ManifestRenderAndParse) {
   const std::string text = render_manifest({{"model", "a\nb"}, {"input", " x f32 [N] "}});
-  EXPECT_EQ(text, "format: 1.0\nmodel: a b\ninput:  x f32 [N] \n");
+  EXPECT_EQ(text, "format: 2.0\nmodel: a b\ninput:  x f32 [N] \n");
   Manifest m;
   ASSERT_TRUE(parse_manifest(text + "# a comment\n\nempty:\n", &m).is_ok());
   ASSERT_EQ(m.entries.size(), 4u);
@@ -535,11 +535,11 @@ TEST(BadPackage, WrongMagic) {
 
 TEST(BadPackage, NewerMajorVersion) {
   Bytes b = write_package(make_contents());
-  set<uint16_t>(b, 8, 2);
-  EXPECT_REFUSED(open_bytes(b), "package format 2.0 is newer than this runtime supports (1.x)");
-  set<uint16_t>(b, 8, 0);
+  set<uint16_t>(b, 8, 3);
+  EXPECT_REFUSED(open_bytes(b), "package format 3.0 is newer than this runtime supports (2.x)");
+  set<uint16_t>(b, 8, 1);
   set<uint16_t>(b, 10, 9);
-  EXPECT_REFUSED(open_bytes(b), "package format 0.9 is older than this runtime supports (1.x)");
+  EXPECT_REFUSED(open_bytes(b), "package format 1.9 is older than this runtime supports (2.x)");
 }
 
 TEST(BadPackage, UnknownFeatureBits) {
@@ -770,8 +770,8 @@ TEST(BadPackage, ManifestNotText) {
   PackageContents c = make_contents();
   c.manifest = "model: \xff\xfe\n";
   EXPECT_REFUSED(open_bytes(write_package(c)), "MANIFEST section: manifest: invalid UTF-8 at byte 7");
-  c.manifest = "format: 2.0\n";
-  EXPECT_REFUSED(open_bytes(write_package(c)), "says format 2.0, the header says 1.0");
+  c.manifest = "format: 3.0\n";
+  EXPECT_REFUSED(open_bytes(write_package(c)), "says format 3.0, the header says 2.0");
 }
 
 // ---- the tensor table ----

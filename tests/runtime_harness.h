@@ -1,5 +1,5 @@
-// Helpers for tests that compile small ONNX models in-process (import -> verify ->
-// run_passes -> lower -> build_package), load them through the public C API and run them.
+// Helpers for tests that compile small ONNX models in-process (tests/compile_in_process.h),
+// load them through the public C API and run them.
 #pragma once
 
 #include <gtest/gtest.h>
@@ -11,13 +11,9 @@
 #include <string>
 #include <vector>
 
-#include "codegen/lower.h"
-#include "codegen/package_builder.h"
+#include "compile_in_process.h"
 #include "cuvil.h"
-#include "frontend/onnx_import.h"
-#include "ir/verifier.h"
 #include "onnx_builder.h"
-#include "passes/pipeline.h"
 
 namespace cuvil::test {
 
@@ -35,19 +31,8 @@ inline void typed(onnx::ValueInfoProto* vi, const std::string& name, int32_t ele
 
 // Compiles `m` the way `cuvilc compile` does. `dims` are --dim options ("batch=1:4").
 inline std::vector<uint8_t> compile(const onnx::ModelProto& m, const std::vector<std::string>& dims = {},
-                             bool fuse = true) {
-  std::string bytes;
-  if (!m.SerializeToString(&bytes)) throw std::runtime_error("cannot serialize model");
-  frontend::ImportOptions options;
-  for (const auto& d : dims) options.dims.push_back(frontend::parse_dim_option(d));
-  Model model = frontend::import_onnx_bytes(bytes, "", options, "test.onnx");
-  verify_model(model);
-  run_passes(model);
-  frontend::check_supported(model);
-  codegen::LowerOptions lo;
-  lo.fuse_elementwise = fuse;
-  codegen::LoweredModel lowered = codegen::lower_model(model, lo);
-  return codegen::build_package(model, lowered);
+                                    bool fuse = true) {
+  return compile_package(m, dims, fuse);
 }
 
 // Checks a status (and frees it): its code, and that its message names every needle.

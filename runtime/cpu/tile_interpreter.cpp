@@ -4,21 +4,45 @@
 #include <cmath>
 #include <cstring>
 
+#include "runtime/cpu/ops/gemm_micro.h"
+#include "runtime/cpu/ops/kernel_util.h"
+#include "runtime/verifier.h"
 #include "support/checked.h"
 
 namespace cuvil::rt {
 namespace {
 
+using ops::convert;
+
 struct BoundMap {
-  float* base = nullptr;
+  char* base = nullptr;
+  DType dtype = DType::Float;
   int64_t offset = 0;
   std::vector<int64_t> strides;
+  int64_t loop_stride = 0;  // 0 when the map does not move with the loop
+  int64_t col_stride() const { return strides.empty() ? 0 : strides.back(); }
 };
 
 struct Insn {
   TileOpcode op;
   uint32_t a[4];
 };
+
+// Calls fn(TypeTag<T>{}) with the storage type of a tile dtype (tile_dtype_supported).
+template <typename Fn> void visit_tile_dtype(DType t, Fn&& fn) {
+  switch (t) {
+    case DType::Float: fn(ops::TypeTag<float>{}); return;
+    case DType::Float16: fn(ops::TypeTag<ops::half_t>{}); return;
+    case DType::BFloat16: fn(ops::TypeTag<ops::bfloat16_t>{}); return;
+    case DType::Double: fn(ops::TypeTag<double>{}); return;
+    case DType::Int8: fn(ops::TypeTag<int8_t>{}); return;
+    case DType::UInt8: fn(ops::TypeTag<uint8_t>{}); return;
+    case DType::Int32: fn(ops::TypeTag<int32_t>{}); return;
+    case DType::Int64: fn(ops::TypeTag<int64_t>{}); return;
+    case DType::Bool: fn(ops::TypeTag<bool>{}); return;
+    default: return;  // the verifier refuses other dtypes
+  }
+}
 
 // Row start offsets: the element offset of (row, col 0) for a map, from the row's
 // multi-index over the domain's leading dims.
@@ -31,6 +55,31 @@ inline int64_t row_offset(const BoundMap& m, const std::vector<int64_t>& dims, i
     off += idx * m.strides[static_cast<size_t>(k)];
   }
   return off;
+}
+
+// n elements, `stride` apart in the tensor, converted into float registers and back with the
+// whole-tensor Cast kernel's rules (kernel_util.h convert).
+template <typename T> void load_elems(float* d, const T* s, int64_t n, int64_t stride) {
+  if constexpr (std::is_same_v<T, float>) {
+    if (stride == 1) {
+      std::memcpy(d, s, static_cast<size_t>(n) * sizeof(float));
+      return;
+    }
+  }
+  if (stride == 0) {
+    std::fill(d, d + n, convert<float>(*s));
+    return;
+  }
+  for (int64_t i = 0; i < n; ++i) d[i] = convert<float>(s[i * stride]);
+}
+template <typename T> void store_elems(T* d, const float* s, int64_t n, int64_t stride) {
+  if constexpr (std::is_same_v<T, float>) {
+    if (stride == 1) {
+      std::memcpy(d, s, static_cast<size_t>(n) * sizeof(float));
+      return;
+    }
+  }
+  for (int64_t i = 0; i < n; ++i) d[i * stride] = convert<T>(s[i]);
 }
 
 inline float apply_unary(UnaryFn f, float x) {
@@ -92,6 +141,245 @@ void run_binary(BinaryFn f, float* d, const float* a, const float* b, int64_t n)
   }
 }
 
+// acc folded with v[0, kc) by `a = (v > a || v is NaN) ? v : a` in order (kMax; `<` for
+// min), bit for bit, without the serial dependency: the fold's result is the last NaN when
+// there is one, else the first element that equals the chunk's extreme when that beats acc
+// (ties, like 0 and -0, keep the earlier value), else acc. Eight independent lanes find the
+// extreme; a second pass finds its first occurrence.
+template <bool kMax> float fold_extreme(float acc, const float* v, int64_t kc) {
+  auto better = [](float x, float y) { return kMax ? x > y : x < y; };
+  float lane[8];
+  std::fill(lane, lane + 8, kMax ? -INFINITY : INFINITY);
+  bool nan = false;
+  int64_t j = 0;
+  for (; j + 8 <= kc; j += 8)
+    for (int l = 0; l < 8; ++l) {
+      const float x = v[j + l];
+      nan |= x != x;
+      lane[l] = better(x, lane[l]) ? x : lane[l];
+    }
+  for (; j < kc; ++j) {
+    nan |= v[j] != v[j];
+    lane[0] = better(v[j], lane[0]) ? v[j] : lane[0];
+  }
+  if (nan) {
+    for (j = kc - 1; v[j] == v[j]; --j) {
+    }
+    return v[j];
+  }
+  float m = lane[0];
+  for (int l = 1; l < 8; ++l) m = better(lane[l], m) ? lane[l] : m;
+  if (!better(m, acc)) return acc;  // also when acc is NaN
+  for (j = 0; v[j] != m; ++j) {
+  }
+  return v[j];
+}
+
+// Combines each tile element's chunk of kc values into its accumulator. Sum adds the chunk
+// in double (as the whole-tensor kernel accumulates) with four partial sums, so the adds are
+// not one latency-bound chain, in a fixed order (results do not depend on threads or tiles);
+// Max/Min combine exactly as runtime/cpu/ops/reduce.cpp does (a NaN wins and stays; ties keep
+// the accumulator; fold_extreme), so they are bitwise equal to it.
+void run_reduce(TileOpcode op, float* acc, const float* chunk, int64_t n, int64_t kc) {
+  for (int64_t e = 0; e < n; ++e) {
+    const float* v = chunk + e * kc;
+    if (op == TileOpcode::ReduceSum) {
+      double s0 = 0, s1 = 0, s2 = 0, s3 = 0;
+      int64_t j = 0;
+      for (; j + 4 <= kc; j += 4) {
+        s0 += v[j];
+        s1 += v[j + 1];
+        s2 += v[j + 2];
+        s3 += v[j + 3];
+      }
+      for (; j < kc; ++j) s0 += v[j];
+      acc[e] = static_cast<float>(static_cast<double>(acc[e]) + ((s0 + s1) + (s2 + s3)));
+    } else if (op == TileOpcode::ReduceMax) {
+      acc[e] = fold_extreme<true>(acc[e], v, kc);
+    } else {
+      acc[e] = fold_extreme<false>(acc[e], v, kc);
+    }
+  }
+}
+
+// Depth of one packed Mma step (the micro kernel's k block).
+constexpr int64_t kMmaDepth = 256;
+// Mma tiles: at most this many rows and columns. Large tiles amortise packing a and b (each
+// tile packs its [rows x K] and [K x cols] panels), so kernels with Mma get registers of
+// kMmaTileRows x kMmaTileCols floats (128 KiB) instead of kTileRegisterElements.
+constexpr int64_t kMmaTileCols = 128;
+constexpr int64_t kMmaTileRows = 256;
+constexpr int64_t kMmaRegisterElements = kMmaTileRows * kMmaTileCols;
+
+// Per-thread scratch: registers and the Mma packing buffers.
+struct Scratch {
+  std::vector<float> regs, apack, bpack;
+};
+
+// Where a tile is and how big: rows [r0, r0 + nr) of the flattened leading dims, cols
+// [c0, c0 + nc); the current chunk of the loop is [k0, k0 + kc).
+struct TilePos {
+  int64_t r0 = 0, c0 = 0, nr = 0, nc = 0, k0 = 0, kc = 0;
+};
+
+class KernelRun {
+ public:
+  KernelRun(const std::vector<int64_t>& dims, const std::vector<BoundMap>& maps,
+            int64_t loop_extent, int64_t register_elements)
+      : dims_(dims), maps_(maps), loop_extent_(loop_extent), reg_elems_(register_elements) {}
+
+  // Runs body[begin, end). in_loop: registers written are chunks ([n x kc]).
+  void run(const std::vector<Insn>& body, size_t begin, size_t end, bool in_loop,
+           const TilePos& t, Scratch& s) const {
+    float* reg = s.regs.data();
+    const int64_t n = t.nr * t.nc;
+    const int64_t kc = in_loop ? t.kc : 1;
+    const int64_t count = n * kc;  // elements an elementwise instruction processes
+    auto R = [&](uint32_t r) { return reg + r * reg_elems_; };
+    for (size_t i = begin; i < end; ++i) {
+      const Insn& in = body[i];
+      switch (in.op) {
+        case TileOpcode::Load: load(maps_[in.a[1]], R(in.a[0]), in_loop, t); break;
+        case TileOpcode::Store: store(maps_[in.a[0]], R(in.a[1]), t); break;
+        case TileOpcode::Const: {
+          float v;
+          std::memcpy(&v, &in.a[1], sizeof v);
+          std::fill(R(in.a[0]), R(in.a[0]) + count, v);
+          break;
+        }
+        case TileOpcode::Unary: run_unary(static_cast<UnaryFn>(in.a[0]), R(in.a[1]), R(in.a[2]), count); break;
+        case TileOpcode::Binary:
+          run_binary(static_cast<BinaryFn>(in.a[0]), R(in.a[1]), R(in.a[2]), R(in.a[3]), count);
+          break;
+        case TileOpcode::Select: {
+          float* d = R(in.a[0]);
+          const float *c = R(in.a[1]), *x = R(in.a[2]), *y = R(in.a[3]);
+          for (int64_t e = 0; e < count; ++e) d[e] = c[e] != 0.f ? x[e] : y[e];
+          break;
+        }
+        case TileOpcode::Clip: {
+          float lo, hi;
+          std::memcpy(&lo, &in.a[2], sizeof lo);
+          std::memcpy(&hi, &in.a[3], sizeof hi);
+          float* d = R(in.a[0]);
+          const float* x = R(in.a[1]);
+          for (int64_t e = 0; e < count; ++e) d[e] = x[e] < lo ? lo : (x[e] > hi ? hi : x[e]);
+          break;
+        }
+        case TileOpcode::ReduceSum:
+        case TileOpcode::ReduceMax:
+        case TileOpcode::ReduceMin: run_reduce(in.op, R(in.a[0]), R(in.a[1]), n, t.kc); break;
+        case TileOpcode::LoopExtent:
+          std::fill(R(in.a[0]), R(in.a[0]) + count, static_cast<float>(loop_extent_));
+          break;
+        case TileOpcode::Mma: mma(R(in.a[0]), maps_[in.a[1]], maps_[in.a[2]], t, s); break;
+        case TileOpcode::Cast: {
+          float* d = R(in.a[0]);
+          const float* x = R(in.a[1]);
+          visit_tile_dtype(static_cast<DType>(in.a[2]), [&](auto tag) {
+            using T = typename decltype(tag)::type;
+            for (int64_t e = 0; e < count; ++e) d[e] = convert<float>(convert<T>(x[e]));
+          });
+          break;
+        }
+        case TileOpcode::kCount: break;
+      }
+    }
+  }
+
+ private:
+  // Outside the loop a tile is [nr x nc] (such maps have no loop stride); inside, each
+  // element gets the chunk's kc loop steps ([nr x nc x kc]).
+  void load(const BoundMap& m, float* d, bool in_loop, const TilePos& t) const {
+    const int64_t cs = m.col_stride();
+    visit_tile_dtype(m.dtype, [&](auto tag) {
+      using T = typename decltype(tag)::type;
+      const T* base = reinterpret_cast<const T*>(m.base);
+      for (int64_t r = 0; r < t.nr; ++r) {
+        const int64_t row = row_offset(m, dims_, t.r0 + r) + t.c0 * cs;
+        if (!in_loop) {
+          load_elems(d + r * t.nc, base + row, t.nc, cs);
+          continue;
+        }
+        for (int64_t c = 0; c < t.nc; ++c)
+          load_elems(d + (r * t.nc + c) * t.kc, base + row + c * cs + t.k0 * m.loop_stride, t.kc,
+                     m.loop_stride);
+      }
+    });
+  }
+
+  void store(const BoundMap& m, const float* s, const TilePos& t) const {
+    const int64_t cs = m.col_stride();
+    visit_tile_dtype(m.dtype, [&](auto tag) {
+      using T = typename decltype(tag)::type;
+      T* base = reinterpret_cast<T*>(m.base);
+      for (int64_t r = 0; r < t.nr; ++r)
+        store_elems(base + row_offset(m, dims_, t.r0 + r) + t.c0 * cs, s + r * t.nc, t.nc, cs);
+    });
+  }
+
+  // acc[nr x nc] += A[nr x kc] * B[kc x nc] for the current chunk. A(r, j) is map a at
+  // domain position (r0 + r, c0) and loop index k0 + j; B(j, c) is map b at (r0, c0 + c) and
+  // k0 + j (a tile never spans two matrices: see the Mma tiling in run_tile_kernel). Both are
+  // packed for the GEMM micro kernel in blocks of kMmaDepth.
+  void mma(float* acc, const BoundMap& a, const BoundMap& b, const TilePos& t, Scratch& s) const {
+    constexpr int64_t MR = ops::kGemmMr, NR = ops::kGemmNr;
+    const float* abase = reinterpret_cast<const float*>(a.base);
+    const float* bbase = reinterpret_cast<const float*>(b.base);
+    const int64_t groups = (t.nr + MR - 1) / MR, panels = (t.nc + NR - 1) / NR;
+    s.apack.resize(static_cast<size_t>(groups * MR * kMmaDepth));
+    s.bpack.resize(static_cast<size_t>(panels * NR * kMmaDepth));
+    const int64_t bcs = b.col_stride();
+    const int64_t brow = row_offset(b, dims_, t.r0) + t.c0 * bcs;
+    for (int64_t p0 = 0; p0 < t.kc; p0 += kMmaDepth) {
+      const int64_t depth = std::min(kMmaDepth, t.kc - p0);
+      const int64_t k = t.k0 + p0;
+      for (int64_t g = 0; g < groups; ++g) {
+        float* dst = s.apack.data() + g * depth * MR;
+        for (int64_t rr = 0; rr < MR; ++rr) {
+          const int64_t r = g * MR + rr;
+          if (r >= t.nr) {
+            for (int64_t p = 0; p < depth; ++p) dst[p * MR + rr] = 0.f;
+            continue;
+          }
+          const float* src = abase + row_offset(a, dims_, t.r0 + r) + t.c0 * a.col_stride() +
+                             k * a.loop_stride;
+          for (int64_t p = 0; p < depth; ++p) dst[p * MR + rr] = src[p * a.loop_stride];
+        }
+      }
+      for (int64_t pj = 0; pj < panels; ++pj) {
+        float* dst = s.bpack.data() + pj * depth * NR;
+        const int64_t cols = std::min(NR, t.nc - pj * NR);
+        if (bcs != 1 && b.loop_stride == 1) {  // b transposed (k contiguous): read columns
+          for (int64_t j = 0; j < NR; ++j) {
+            if (j >= cols) {
+              for (int64_t p = 0; p < depth; ++p) dst[p * NR + j] = 0.f;
+              continue;
+            }
+            const float* src = bbase + brow + k + (pj * NR + j) * bcs;
+            for (int64_t p = 0; p < depth; ++p) dst[p * NR + j] = src[p];
+          }
+          continue;
+        }
+        for (int64_t p = 0; p < depth; ++p) {
+          const float* src = bbase + brow + (k + p) * b.loop_stride + pj * NR * bcs;
+          float* d = dst + p * NR;
+          if (bcs == 1) std::memcpy(d, src, static_cast<size_t>(cols) * sizeof(float));
+          else for (int64_t j = 0; j < cols; ++j) d[j] = src[j * bcs];
+          for (int64_t j = cols; j < NR; ++j) d[j] = 0.f;
+        }
+      }
+      ops::gemm_block_f32(t.nr, depth, t.nc, 0, panels, s.apack.data(), s.bpack.data(),
+                          depth * NR, acc, t.nc, /*first=*/false, 0.f);
+    }
+  }
+
+  const std::vector<int64_t>& dims_;
+  const std::vector<BoundMap>& maps_;
+  const int64_t loop_extent_;
+  const int64_t reg_elems_;  // floats per register
+};
+
 }  // namespace
 
 Status run_tile_kernel(const Program& program, uint32_t kernel_index, ExprEvaluator& eval,
@@ -109,26 +397,45 @@ Status run_tile_kernel(const Program& program, uint32_t kernel_index, ExprEvalua
   if (total == 0) return Status::ok();
   const int64_t cols = dims.empty() ? 1 : dims.back();
   const int64_t rows = total / cols;
+  const bool has_loop = k.loop_extent != kNone;
+  int64_t loop_extent = 0;
+  if (has_loop) {
+    CUVIL_RETURN_IF_ERROR(eval.eval(k.loop_extent, &loop_extent));
+    if (loop_extent < 0)
+      return make_status(StatusCode::kShape, "kernel ", k.name, ": negative loop extent ", loop_extent);
+  }
 
-  // Bind maps and prove every access in bounds: the extreme offsets over the domain must lie
-  // inside the tensor.
+  // Bind maps and prove every access in bounds: the extreme offsets over the domain and the
+  // loop must lie inside the tensor. A map with a loop stride is only used inside the loop
+  // (verifier), so when the loop has no steps it is never touched and needs no proof.
   std::vector<BoundMap> maps(k.maps.size());
   for (size_t m = 0; m < k.maps.size(); ++m) {
     const AccessMap& am = k.maps[m];
     TensorView& v = views[am.tensor];
-    if (v.dtype != DType::Float)
-      return make_status(StatusCode::kInvalidPackage, "kernel ", k.name, ": map ", m, " tensor is not f32");
+    if (v.dtype != program.tensors[am.tensor].dtype || !tile_dtype_supported(v.dtype))
+      return make_status(StatusCode::kInvalidPackage, "kernel ", k.name, ": map ", m,
+                         " tensor has dtype ", dtype_name(v.dtype));
     if (!v.data && v.numel() > 0)
       return make_status(StatusCode::kRuntime, "kernel ", k.name, ": tensor '",
                          program.tensors[am.tensor].name, "' has no storage");
     BoundMap& bm = maps[m];
-    bm.base = static_cast<float*>(v.data);
+    bm.base = static_cast<char*>(v.data);
+    bm.dtype = v.dtype;
     CUVIL_RETURN_IF_ERROR(eval.eval(am.offset, &bm.offset));
     bm.strides.resize(dims.size());
-    int64_t lo = bm.offset, hi = bm.offset;
+    std::vector<std::pair<int64_t, int64_t>> extents;  // (extent, stride) per walked axis
     for (size_t i = 0; i < dims.size(); ++i) {
       CUVIL_RETURN_IF_ERROR(eval.eval(am.strides[i], &bm.strides[i]));
-      auto span = checked_mul(dims[i] - 1, bm.strides[i]);
+      extents.emplace_back(dims[i], bm.strides[i]);
+    }
+    if (am.loop_stride != kNone) {
+      CUVIL_RETURN_IF_ERROR(eval.eval(am.loop_stride, &bm.loop_stride));
+      if (loop_extent == 0) continue;
+      extents.emplace_back(loop_extent, bm.loop_stride);
+    }
+    int64_t lo = bm.offset, hi = bm.offset;
+    for (const auto& [extent, stride] : extents) {
+      auto span = checked_mul(extent - 1, stride);
       if (!span) return make_status(StatusCode::kShape, "kernel ", k.name, ": access span overflows");
       auto nl = checked_add(lo, std::min<int64_t>(0, *span));
       auto nh = checked_add(hi, std::max<int64_t>(0, *span));
@@ -142,92 +449,72 @@ Status run_tile_kernel(const Program& program, uint32_t kernel_index, ExprEvalua
                          "' which has ", v.numel());
   }
 
-  // Decode the body once per run (the verifier has checked every operand).
+  // Decode the body once per run (the verifier has checked every operand), noting the
+  // section bounds as instruction indices and what shapes the tiles must have.
   std::vector<Insn> body;
+  size_t init_end = 0, loop_end = 0;
+  bool has_mma = false, has_chunks = false;
   for (size_t pc = 0; pc < k.body.size();) {
+    if (pc == k.init_end) init_end = body.size();
+    if (pc == k.loop_end) loop_end = body.size();
+    const bool in_loop = pc >= k.init_end && pc < k.loop_end;
     Insn in{};
     in.op = static_cast<TileOpcode>(k.body[pc++]);
     size_t n = std::strlen(tile_opcode_operands(in.op));
     for (size_t i = 0; i < n; ++i) in.a[i] = k.body[pc++];
+    has_mma = has_mma || in.op == TileOpcode::Mma;
+    has_chunks = has_chunks || (in_loop && !tile_opcode_in_loop_only(in.op));
     body.push_back(in);
   }
+  if (k.init_end == k.body.size()) init_end = body.size();
+  if (k.loop_end == k.body.size()) loop_end = body.size();
 
-  const int64_t tile_cols = std::min(cols, kTileElements);
-  const int64_t tile_rows = std::max<int64_t>(1, std::min(rows, kTileElements / tile_cols));
+  // Tiles. A chunk register holds tile elements x chunk steps, so kernels with chunk
+  // registers get smaller tiles. Mma tiles are at most kMmaTileRows x kMmaTileCols (and their
+  // registers that big) and never
+  // span two matrices (rows split at multiples of the domain's second-to-last dim), so the
+  // b operand of a tile comes from one matrix.
+  const int64_t chunk =
+      has_loop ? std::max<int64_t>(1, std::min<int64_t>(k.loop_chunk, loop_extent)) : 1;
+  const int64_t reg_elems = has_mma ? kMmaRegisterElements : kTileRegisterElements;
+  const int64_t budget = has_chunks ? std::max<int64_t>(1, reg_elems / chunk) : reg_elems;
+  const int64_t seg_rows = has_mma && dims.size() >= 2 ? dims[dims.size() - 2] : rows;
+  const int64_t segments = rows / std::max<int64_t>(seg_rows, 1);
+  const int64_t tile_cols = std::min(cols, has_mma ? std::min(kMmaTileCols, budget) : budget);
+  int64_t tile_rows = std::max<int64_t>(1, std::min(seg_rows, budget / tile_cols));
+  if (has_mma) tile_rows = std::min(tile_rows, kMmaTileRows);
   const int64_t tiles_c = (cols + tile_cols - 1) / tile_cols;
-  const int64_t tiles_r = (rows + tile_rows - 1) / tile_rows;
-  const int64_t tiles = tiles_r * tiles_c;
+  // Matrix products with fewer tiles than threads split rows further (down to 16 rows), so
+  // every worker gets one; each output element still sums over k in the same order.
+  while (has_mma && tile_rows > 16 &&
+         segments * ((seg_rows + tile_rows - 1) / tile_rows) * tiles_c < pool.threads())
+    tile_rows = (tile_rows + 1) / 2;
+  const int64_t tiles_r = (seg_rows + tile_rows - 1) / tile_rows;  // per segment
+  const int64_t tiles = segments * tiles_r * tiles_c;
   const size_t regs = k.registers;
+  const KernelRun runner(dims, maps, loop_extent, reg_elems);
 
   auto work = [&](int64_t begin, int64_t end, int) {
-    thread_local std::vector<float> scratch;
-    if (scratch.size() < regs * kTileElements) scratch.resize(regs * kTileElements);
-    float* reg = scratch.data();
+    thread_local Scratch scratch;
+    if (scratch.regs.size() < regs * static_cast<size_t>(reg_elems))
+      scratch.regs.resize(regs * static_cast<size_t>(reg_elems));
     for (int64_t t = begin; t < end; ++t) {
-      const int64_t r0 = (t / tiles_c) * tile_rows, c0 = (t % tiles_c) * tile_cols;
-      const int64_t nr = std::min(tile_rows, rows - r0), nc = std::min(tile_cols, cols - c0);
-      const int64_t n = nr * nc;
-      for (const Insn& in : body) {
-        switch (in.op) {
-          case TileOpcode::Load: {
-            float* d = reg + in.a[0] * kTileElements;
-            const BoundMap& m = maps[in.a[1]];
-            const int64_t cs = m.strides.empty() ? 0 : m.strides.back();
-            for (int64_t r = 0; r < nr; ++r) {
-              const float* src = m.base + row_offset(m, dims, r0 + r) + c0 * cs;
-              float* dst = d + r * nc;
-              if (cs == 1) std::memcpy(dst, src, static_cast<size_t>(nc) * sizeof(float));
-              else if (cs == 0) std::fill(dst, dst + nc, *src);
-              else for (int64_t c = 0; c < nc; ++c) dst[c] = src[c * cs];
-            }
-            break;
-          }
-          case TileOpcode::Store: {
-            const BoundMap& m = maps[in.a[0]];
-            const float* s = reg + in.a[1] * kTileElements;
-            const int64_t cs = m.strides.empty() ? 0 : m.strides.back();
-            for (int64_t r = 0; r < nr; ++r) {
-              float* dst = m.base + row_offset(m, dims, r0 + r) + c0 * cs;
-              const float* src = s + r * nc;
-              if (cs == 1) std::memcpy(dst, src, static_cast<size_t>(nc) * sizeof(float));
-              else for (int64_t c = 0; c < nc; ++c) dst[c * cs] = src[c];
-            }
-            break;
-          }
-          case TileOpcode::Const: {
-            float v;
-            std::memcpy(&v, &in.a[1], sizeof v);
-            std::fill(reg + in.a[0] * kTileElements, reg + in.a[0] * kTileElements + n, v);
-            break;
-          }
-          case TileOpcode::Unary:
-            run_unary(static_cast<UnaryFn>(in.a[0]), reg + in.a[1] * kTileElements,
-                      reg + in.a[2] * kTileElements, n);
-            break;
-          case TileOpcode::Binary:
-            run_binary(static_cast<BinaryFn>(in.a[0]), reg + in.a[1] * kTileElements,
-                       reg + in.a[2] * kTileElements, reg + in.a[3] * kTileElements, n);
-            break;
-          case TileOpcode::Select: {
-            float* d = reg + in.a[0] * kTileElements;
-            const float* c = reg + in.a[1] * kTileElements;
-            const float* x = reg + in.a[2] * kTileElements;
-            const float* y = reg + in.a[3] * kTileElements;
-            for (int64_t i = 0; i < n; ++i) d[i] = c[i] != 0.f ? x[i] : y[i];
-            break;
-          }
-          case TileOpcode::Clip: {
-            float lo, hi;
-            std::memcpy(&lo, &in.a[2], sizeof lo);
-            std::memcpy(&hi, &in.a[3], sizeof hi);
-            float* d = reg + in.a[0] * kTileElements;
-            const float* s = reg + in.a[1] * kTileElements;
-            for (int64_t i = 0; i < n; ++i) d[i] = s[i] < lo ? lo : (s[i] > hi ? hi : s[i]);
-            break;
-          }
-          case TileOpcode::kCount: break;
+      TilePos pos;
+      const int64_t seg = t / (tiles_r * tiles_c), in_seg = t % (tiles_r * tiles_c);
+      const int64_t sr0 = (in_seg / tiles_c) * tile_rows;
+      pos.r0 = seg * seg_rows + sr0;
+      pos.c0 = (in_seg % tiles_c) * tile_cols;
+      pos.nr = std::min(tile_rows, seg_rows - sr0);
+      pos.nc = std::min(tile_cols, cols - pos.c0);
+      runner.run(body, 0, init_end, false, pos, scratch);
+      if (has_loop) {
+        for (pos.k0 = 0; pos.k0 < loop_extent; pos.k0 += chunk) {
+          pos.kc = std::min(chunk, loop_extent - pos.k0);
+          runner.run(body, init_end, loop_end, true, pos, scratch);
         }
+        pos.k0 = pos.kc = 0;
       }
+      runner.run(body, loop_end, body.size(), false, pos, scratch);
     }
   };
   // A few tiles per chunk keeps scheduling overhead small and load balanced.

@@ -3,7 +3,10 @@
 // tiles and runs the straight-line body on float32 tile registers in its own scratch memory,
 // so the per-instruction dispatch is paid once per tile (thousands of elements), not per
 // element. Before any tile runs, every access map is proven in bounds for the bound shapes:
-// executing a verified kernel cannot read or write outside its tensors.
+// executing a verified kernel cannot read or write outside its tensors. Tile registers hold
+// kTileRegisterElements floats (runtime/program.h); a kernel with a reduction loop runs its
+// init section, then the loop section once per chunk of the loop, then the finish section,
+// per tile (docs/isa.md "Reduction loop").
 #pragma once
 
 #include <vector>
@@ -14,9 +17,6 @@
 #include "runtime/program.h"
 
 namespace cuvil::rt {
-
-// Elements per tile register (the tile is up to rows x cols with rows * cols <= this).
-constexpr int64_t kTileElements = 4096;
 
 // `views` holds every tensor of the program; tensors the kernel stores must already have
 // storage with the domain's dims. `trace` prints each instruction of the first tile.

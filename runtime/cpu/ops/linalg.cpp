@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "runtime/cpu/ops/gemm_micro.h"
 #include "runtime/cpu/ops/kernel_util.h"
 #include "runtime/cpu/ops/quant_params.h"
 
@@ -123,12 +124,17 @@ inline __attribute__((always_inline)) void gemm_block_body(int64_t rows, int64_t
   }
 }
 
+}  // namespace
+
 CUVIL_GEMM_CLONES
 void gemm_block_f32(int64_t rows, int64_t kc, int64_t n, int64_t p0, int64_t p1,
                     const float* apack, const float* bpack, int64_t panel_stride, float* c,
                     int64_t ldc, bool first, float beta) {
   gemm_block_body<float>(rows, kc, n, p0, p1, apack, bpack, panel_stride, c, ldc, first, beta);
 }
+
+namespace {
+static_assert(kMr == kGemmMr && kNr<float> == kGemmNr, "gemm_micro.h describes this kernel");
 
 CUVIL_GEMM_CLONES
 void gemm_block_f64(int64_t rows, int64_t kc, int64_t n, int64_t p0, int64_t p1,
