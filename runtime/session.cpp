@@ -147,6 +147,11 @@ Session::Session(std::shared_ptr<const LoadedPackage> package, const SessionOpti
   ready_.assign(program_.tensors.size(), 0);
   heap_.resize(program_.tensors.size());
   loops_.resize(program_.loops.size());
+  for (size_t i = 0; i < loops_.size(); ++i) {
+    loops_[i].who = "loop '" + program_.loops[i].name + "'";
+    loops_[i].who_state = loops_[i].who + " state";
+    loops_[i].who_scan_input = loops_[i].who + " scan input";
+  }
 }
 
 Session::~Session() { std::free(arena_); }

@@ -67,7 +67,7 @@ Status Session::write_tensor(uint32_t t, const std::vector<int64_t>& dims, const
 
 Status Session::loop_init(uint32_t li) {
   const LoopDesc& l = program_.loops[li];
-  const std::string who = "loop '" + l.name + "'";
+  const std::string& who = loops_[li].who;
   start_iteration(l);
   LoopRun& run = loops_[li];
   run.slices.assign(l.scan_outputs.size(), {});
@@ -90,14 +90,14 @@ Status Session::loop_init(uint32_t li) {
     if (!ready_[src])
       return make_status(StatusCode::kRuntime, who, ": initial value '", program_.tensors[src].name,
                          "' has no value");
-    CUVIL_RETURN_IF_ERROR(write_tensor(l.state[i], views_[src].dims, views_[src].data, who + " state"));
+    CUVIL_RETURN_IF_ERROR(write_tensor(l.state[i], views_[src].dims, views_[src].data, loops_[li].who_state));
   }
   return Status::ok();
 }
 
 Status Session::loop_test(uint32_t li, bool* done) {
   const LoopDesc& l = program_.loops[li];
-  const std::string who = "loop '" + l.name + "'";
+  const std::string& who = loops_[li].who;
   int64_t i = 0;
   CUVIL_RETURN_IF_ERROR(read_scalar(l.counter, "counter", &i));
   *done = false;
@@ -134,7 +134,7 @@ Status Session::loop_test(uint32_t li, bool* done) {
     const TensorView& src = views_[in.source];
     std::vector<int64_t> dims = src.dims;
     dims.erase(dims.begin() + in.axis);
-    CUVIL_RETURN_IF_ERROR(materialize(in.slice, dims, who + " scan input"));
+    CUVIL_RETURN_IF_ERROR(materialize(in.slice, dims, loops_[li].who_scan_input));
     const int64_t index = in.reverse ? len - 1 - i : i;
     const size_t elem = static_cast<size_t>(dtype_bits(src.dtype) / 8);
     const int64_t outer = product(src.dims, 0, in.axis);
@@ -151,7 +151,7 @@ Status Session::loop_test(uint32_t li, bool* done) {
 
 Status Session::loop_next(uint32_t li) {
   const LoopDesc& l = program_.loops[li];
-  const std::string who = "loop '" + l.name + "'";
+  const std::string& who = loops_[li].who;
   LoopRun& run = loops_[li];
   if (run.slices.size() != l.scan_outputs.size())
     return make_status(StatusCode::kRuntime, who, ": LoopNext before LoopInit");
@@ -205,7 +205,7 @@ Status Session::loop_next(uint32_t li) {
                        "' has no value (LoopNext before LoopInit?)");
   start_iteration(l);
   for (size_t s = 0; s < l.state.size(); ++s)
-    CUVIL_RETURN_IF_ERROR(write_tensor(l.state[s], next[s].dims, next[s].data, who + " state"));
+    CUVIL_RETURN_IF_ERROR(write_tensor(l.state[s], next[s].dims, next[s].data, loops_[li].who_state));
   auto counter = checked_add(i, 1);
   if (!counter) return make_status(StatusCode::kRuntime, who, ": iteration counter overflows");
   *views_[l.counter].as<int64_t>() = *counter;
@@ -215,7 +215,7 @@ Status Session::loop_next(uint32_t li) {
 
 Status Session::loop_exit(uint32_t li) {
   const LoopDesc& l = program_.loops[li];
-  const std::string who = "loop '" + l.name + "'";
+  const std::string& who = loops_[li].who;
   const LoopRun& run = loops_[li];
   if (run.slices.size() != l.scan_outputs.size())
     return make_status(StatusCode::kRuntime, who, ": LoopExit before LoopInit");

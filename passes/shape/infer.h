@@ -110,6 +110,25 @@ inline std::optional<int64_t> rank_of(const Value* v) {
   return static_cast<int64_t>(v->shape->size());
 }
 
+// A shape of `rank` unknown dims.
+inline Shape unknown_dims(int64_t rank) { return Shape(static_cast<size_t>(rank)); }
+
+// Dim arithmetic on hostile values can overflow; sym reports that without naming the node, so
+// the sites that combine dims with values read from the model go through this.
+template <typename F>
+auto naming_overflow(const InferContext& ctx, const char* what, F compute) -> decltype(compute()) {
+  try {
+    return compute();
+  } catch (const Diagnostic& d) {
+    ctx.fail(what, ": ", d.what());
+  }
+}
+
+// Dtypes whose contents TensorData::int_at reads; 4-bit types are packed and not shape material.
+inline bool readable_as_ints(DType t) {
+  return (dtype_is_integer(t) && t != DType::Int4 && t != DType::UInt4) || t == DType::Bool;
+}
+
 // The rule table, expanded from ir/ops.def (kOpKindCount entries).
 InferFn rule_for(OpKind op);
 

@@ -23,22 +23,7 @@ bool since(const InferContext& ctx, int version) {
   return v <= 0 || v >= version;
 }
 
-Shape unknown_dims(int64_t rank) { return Shape(static_cast<size_t>(rank)); }
 
-// Dim arithmetic on hostile values can overflow; sym reports that without naming the node, so
-// the sites that combine dims with values read from the model go through this.
-template <typename F>
-auto naming_overflow(const InferContext& ctx, const char* what, F compute) -> decltype(compute()) {
-  try {
-    return compute();
-  } catch (const Diagnostic& d) {
-    ctx.fail(what, ": ", d.what());
-  }
-}
-
-bool readable_as_ints(DType t) {
-  return (dtype_is_integer(t) && t != DType::Int4 && t != DType::UInt4) || t == DType::Bool;
-}
 
 std::optional<int64_t> vector_length(const InferContext& ctx, size_t i) {
   if (auto s = ctx.sym_ints(i)) return static_cast<int64_t>(s->size());

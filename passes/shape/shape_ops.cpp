@@ -43,18 +43,6 @@ void check_rank_limit(const InferContext& ctx, int64_t rank, const char* what) {
                     kMaxRank);
 }
 
-Shape unknown_dims(int64_t rank) { return Shape(static_cast<size_t>(rank)); }
-
-// Dim arithmetic on hostile values can overflow; sym reports that without naming the node, so
-// the sites that combine dims with values read from the model go through this.
-template <typename F>
-auto naming_overflow(const InferContext& ctx, const char* what, F compute) -> decltype(compute()) {
-  try {
-    return compute();
-  } catch (const Diagnostic& d) {
-    ctx.fail(what, ": ", d.what());
-  }
-}
 
 // Product of dims [begin, end); nullopt when one is unknown.
 Dim product(const InferContext& ctx, const Shape& s, size_t begin, size_t end) {
@@ -152,10 +140,6 @@ std::shared_ptr<TensorData> float_tensor(const std::vector<float>& values, bool 
   return t;
 }
 
-// TensorData::int_at covers these; 4-bit types are packed and not shape material.
-bool readable_as_ints(DType t) {
-  return (dtype_is_integer(t) && t != DType::Int4 && t != DType::UInt4) || t == DType::Bool;
-}
 
 // x clamped to [lo, hi], leaving out the bounds the ranges already prove (max(x, lo) <= hi
 // follows from x <= hi once lo <= hi is proven too).
