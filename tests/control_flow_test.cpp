@@ -370,6 +370,16 @@ TEST(ControlFlow, EndlessLoopStopsAtTheDeadline) {
 
 // ---- Scan ----
 
+// Scan body: state s_in plus one slice -> s_out = s_in + slice, also yielded as a scan output.
+void add_running_sum_body(onnx::GraphProto* b) {
+  typed(b->add_input(), "s_in", Tp::FLOAT);
+  typed(b->add_input(), "slice", Tp::FLOAT);
+  test::add_node(b, "Add", {"s_in", "slice"}, {"s_out"}, "add");
+  test::add_node(b, "Identity", {"s_out"}, {"r_out"}, "id");
+  typed(b->add_output(), "s_out", Tp::FLOAT);
+  typed(b->add_output(), "r_out", Tp::FLOAT);
+}
+
 // Scan over x: f32[2, T] along axis 1, last column first; state sum: f32[2]; the running sums
 // are stacked along output axis 1 (so the output is [2, T]), in iteration order.
 TEST(ControlFlow, ScanWithAxesAndReversedInput) {
@@ -383,13 +393,7 @@ TEST(ControlFlow, ScanWithAxesAndReversedInput) {
   test::set_attr_ints(n, "scan_input_directions", {1});
   test::set_attr_ints(n, "scan_output_axes", {-1});
   test::set_attr_ints(n, "scan_output_directions", {1});
-  auto* b = test::set_attr_graph(n, "body");
-  typed(b->add_input(), "s_in", Tp::FLOAT);
-  typed(b->add_input(), "col", Tp::FLOAT);
-  test::add_node(b, "Add", {"s_in", "col"}, {"s_out"}, "add");
-  test::add_node(b, "Identity", {"s_out"}, {"r_out"}, "id");
-  typed(b->add_output(), "s_out", Tp::FLOAT);
-  typed(b->add_output(), "r_out", Tp::FLOAT);
+  add_running_sum_body(test::set_attr_graph(n, "body"));
   test::add_output(g, "sum", Tp::FLOAT, {2});
   typed(g->add_output(), "running", Tp::FLOAT);
   ModelPtr model = load(compile(m));
@@ -424,13 +428,7 @@ onnx::ModelProto scan8_model(bool with_lengths) {
   auto* n = test::add_node(g, "Scan", {with_lengths ? "lens" : "", "sum0", "x"}, {"sum", "running"}, "scan8");
   test::set_attr_int(n, "num_scan_inputs", 1);
   test::set_attr_ints(n, "directions", {1});
-  auto* b = test::set_attr_graph(n, "body");
-  typed(b->add_input(), "s_in", Tp::FLOAT);
-  typed(b->add_input(), "row", Tp::FLOAT);
-  test::add_node(b, "Add", {"s_in", "row"}, {"s_out"}, "add");
-  test::add_node(b, "Identity", {"s_out"}, {"r_out"}, "id");
-  typed(b->add_output(), "s_out", Tp::FLOAT);
-  typed(b->add_output(), "r_out", Tp::FLOAT);
+  add_running_sum_body(test::set_attr_graph(n, "body"));
   test::add_output(g, "sum", Tp::FLOAT, {"B", 2});
   typed(g->add_output(), "running", Tp::FLOAT);
   return m;
