@@ -210,8 +210,8 @@ int main_impl(int argc, char** argv) {
   CLI::App* compile = app.add_subcommand(
       "compile", "Compile an ONNX model into a .cuvir package (bytecode + weights + manifest), "
                  "verified with the runtime's loader before it is written. `--emit ir` prints the IR "
-                 "after symbolic shape inference (docs/ir.md); `--emit bytecode` the disassembled "
-                 "program (docs/isa.md).");
+                 "after the passes (graph rewrites, symbolic shape inference; docs/ir.md); `--emit bytecode` the disassembled "
+                 "program (docs/isa.md). If/Loop/Scan become program-level control flow.");
   compile->add_option("model", compile_path, "ONNX model file (.onnx)")->required();
   bool no_fusion = false;
   compile->add_option("--emit", emit, "Print a stage instead of writing a package: ir | bytecode")
