@@ -15,6 +15,7 @@
 #include "frontend/onnx_import.h"
 #include "ir/printer.h"
 #include "ir/verifier.h"
+#include "options/compile_options.h"
 #include "passes/infer_shapes.h"
 #include "passes/pipeline.h"
 #include "runtime/disasm.h"
@@ -35,14 +36,36 @@ constexpr const char* kDimHelp =
     "Names are the model's dim_params (e.g. batch, seq) or the generated <input>_dim<k> names "
     "that `cuvilc inspect` lists. Repeatable.";
 
-frontend::ImportOptions import_options(const std::vector<std::string>& dims) {
-  frontend::ImportOptions o;
-  for (const auto& d : dims) o.dims.push_back(frontend::parse_dim_option(d));
+constexpr const char* kConfigHelp =
+    "YAML config file with cuvilc's settings (dims, fusion, limits; docs/config.md). Options "
+    "given on the command line override the same keys.";
+
+// The settings of one invocation: the config file first, then the command line over it.
+struct CommandLineSettings {
+  std::string config;
+  std::vector<std::string> dims;
+  bool no_fusion = false;
+};
+
+CompileOptions resolve_options(const CommandLineSettings& cl) {
+  CompileOptions o;
+  if (!cl.config.empty()) o = load_config_file(cl.config);
+  for (const auto& d : cl.dims) {
+    auto [name, range] = frontend::parse_dim_option(d);
+    set_dim(o, name, range);
+  }
+  if (cl.no_fusion) o.fusion = false;
   return o;
 }
 
-Model load_and_infer(const std::string& path, const std::vector<std::string>& dims) {
-  Model m = frontend::import_onnx_file(path, import_options(dims));
+frontend::ImportOptions import_options(const CompileOptions& options) {
+  frontend::ImportOptions o;
+  o.dims = options.dims;
+  return o;
+}
+
+Model load_and_infer(const std::string& path, const CompileOptions& options) {
+  Model m = frontend::import_onnx_file(path, import_options(options));
   verify_model(m);
   run_passes(m);
   return m;
@@ -90,9 +113,9 @@ int inspect_package(const std::string& path, bool disasm) {
   return 0;
 }
 
-int run_inspect(const std::string& path, const std::vector<std::string>& dims, bool disasm) {
+int run_inspect(const std::string& path, const CompileOptions& options, bool disasm) {
   if (is_package(path)) return inspect_package(path, disasm);
-  Model m = load_and_infer(path, dims);
+  Model m = load_and_infer(path, options);
   const Graph& g = *m.graph;
   std::cout << "model: " << path << "\n";
   std::cout << "ir_version: " << m.ir_version << "\n";
@@ -157,8 +180,8 @@ std::string default_output(const std::string& model_path) {
 }
 
 int run_compile(const std::string& path, const std::string& emit, std::string output,
-                const std::vector<std::string>& dims, bool no_fusion) {
-  Model m = load_and_infer(path, dims);
+                const CompileOptions& options) {
+  Model m = load_and_infer(path, options);
   frontend::check_supported(m);
   if (emit == "ir") {
     std::string text = model_to_string(m);
@@ -167,7 +190,7 @@ int run_compile(const std::string& path, const std::string& emit, std::string ou
     return 0;
   }
   codegen::LowerOptions lo;
-  lo.fuse_elementwise = !no_fusion;
+  lo.fuse_elementwise = options.fusion;
   codegen::LoweredModel lowered = codegen::lower_model(m, lo);
   if (emit == "bytecode") {
     std::string text = rt::disassemble(lowered.program);
@@ -194,34 +217,35 @@ int main_impl(int argc, char** argv) {
   app.set_version_flag("--version", "cuvilc 0.1.0");
 
   std::string inspect_path;
-  std::vector<std::string> inspect_dims;
+  CommandLineSettings inspect_settings;
   CLI::App* inspect = app.add_subcommand(
       "inspect", "Summarise an ONNX model: inputs/outputs with symbolic shapes, opsets, op "
                  "histogram, parameter count and bytes, shape-inference coverage, and every "
                  "unsupported op with its node name.");
   bool inspect_disasm = false;
   inspect->add_option("model", inspect_path, "ONNX model (.onnx) or compiled package (.cuvir)")->required();
-  inspect->add_option("--dim", inspect_dims, kDimHelp);
+  inspect->add_option("--dim", inspect_settings.dims, kDimHelp);
+  inspect->add_option("--config", inspect_settings.config, kConfigHelp);
   inspect->add_flag("--disasm", inspect_disasm, "For a .cuvir package: print the disassembled program");
   inspect->footer(kExitCodes);
 
   std::string compile_path, emit = "", output;
-  std::vector<std::string> compile_dims;
+  CommandLineSettings compile_settings;
   CLI::App* compile = app.add_subcommand(
       "compile", "Compile an ONNX model into a .cuvir package (bytecode + weights + manifest), "
                  "verified with the runtime's loader before it is written. `--emit ir` prints the IR "
                  "after the passes (graph rewrites, symbolic shape inference; docs/ir.md); `--emit bytecode` the disassembled "
                  "program (docs/isa.md). If/Loop/Scan become program-level control flow.");
   compile->add_option("model", compile_path, "ONNX model file (.onnx)")->required();
-  bool no_fusion = false;
   compile->add_option("--emit", emit, "Print a stage instead of writing a package: ir | bytecode")
       ->check(CLI::IsMember({"ir", "bytecode"}));
   compile->add_option("-o,--output", output,
                       "Output file. Default: <model>.cuvir in the current directory (with --emit: "
                       "standard output; '-' also means standard output). Written atomically; an "
                       "existing file is left untouched when the compile fails.");
-  compile->add_flag("--no-fusion", no_fusion, "Do not build tile kernels (fused elementwise chains, reductions, MatMul/Gemm, casts): only CallOps");
-  compile->add_option("--dim", compile_dims, kDimHelp);
+  compile->add_flag("--no-fusion", compile_settings.no_fusion, "Do not build tile kernels (fused elementwise chains, reductions, MatMul/Gemm, casts): only CallOps");
+  compile->add_option("--dim", compile_settings.dims, kDimHelp);
+  compile->add_option("--config", compile_settings.config, kConfigHelp);
   compile->footer(kExitCodes);
 
   try {
@@ -230,8 +254,8 @@ int main_impl(int argc, char** argv) {
     int rc = app.exit(e);
     return rc == 0 ? 0 : static_cast<int>(ExitCode::kUsage);
   }
-  if (*inspect) return run_inspect(inspect_path, inspect_dims, inspect_disasm);
-  return run_compile(compile_path, emit, output, compile_dims, no_fusion);
+  if (*inspect) return run_inspect(inspect_path, resolve_options(inspect_settings), inspect_disasm);
+  return run_compile(compile_path, emit, output, resolve_options(compile_settings));
 }
 
 }  // namespace

@@ -658,28 +658,13 @@ void check_supported(const Model& model) {
 }
 
 std::pair<std::string, sym::Range> parse_dim_option(const std::string& text) {
-  auto eq = text.find('=');
-  auto bad = [&]() {
+  const auto eq = text.find('=');
+  std::optional<sym::Range> r;
+  if (eq != std::string::npos && eq != 0) r = sym::parse_range(std::string_view(text).substr(eq + 1));
+  if (!r)
     fail(ExitCode::kUsage, "--dim '", text,
          "': expected name=N, name=lo:hi or name=lo: (non-negative integers, lo <= hi)");
-  };
-  if (eq == std::string::npos || eq == 0) bad();
-  std::string name = text.substr(0, eq), spec = text.substr(eq + 1);
-  auto number = [&](const std::string& s) -> int64_t {
-    if (s.empty() || s.size() > 18 || s.find_first_not_of("0123456789") != std::string::npos) bad();
-    return std::stoll(s);
-  };
-  sym::Range r;
-  auto colon = spec.find(':');
-  if (colon == std::string::npos) {
-    r.lo = r.hi = number(spec);
-  } else {
-    r.lo = number(spec.substr(0, colon));
-    std::string hi = spec.substr(colon + 1);
-    r.hi = hi.empty() ? sym::Range::kUnbounded : number(hi);
-  }
-  if (r.lo > r.hi) bad();
-  return {name, r};
+  return {text.substr(0, eq), *r};
 }
 
 }  // namespace cuvil::frontend

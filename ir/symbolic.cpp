@@ -1064,4 +1064,33 @@ std::vector<PostfixOp> to_postfix(const DimExpr& e) {
   return out;
 }
 
+std::optional<Range> parse_range(std::string_view text) {
+  auto number = [](std::string_view s) -> std::optional<int64_t> {
+    // 18 digits always fit in int64_t; longer would need overflow checks for no real use.
+    if (s.empty() || s.size() > 18 || s.find_first_not_of("0123456789") != std::string_view::npos)
+      return std::nullopt;
+    int64_t v = 0;
+    std::from_chars(s.data(), s.data() + s.size(), v);
+    return v;
+  };
+  Range r;
+  const size_t colon = text.find(':');
+  if (colon == std::string_view::npos) {
+    auto n = number(text);
+    if (!n) return std::nullopt;
+    r.lo = r.hi = *n;
+    return r;
+  }
+  auto lo = number(text.substr(0, colon));
+  if (!lo) return std::nullopt;
+  r.lo = *lo;
+  std::string_view hi = text.substr(colon + 1);
+  if (!hi.empty()) {
+    auto h = number(hi);
+    if (!h || *h < r.lo) return std::nullopt;
+    r.hi = *h;
+  }
+  return r;
+}
+
 }  // namespace cuvil::sym

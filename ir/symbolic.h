@@ -73,6 +73,10 @@ struct Range {
   int64_t hi = kUnbounded;
 };
 
+// Parses a range as the command line and configs spell it: "N" (fixed), "lo:hi" or "lo:" (no
+// upper bound); non-negative decimal integers, lo <= hi. Nothing on any other text.
+std::optional<Range> parse_range(std::string_view text);
+
 // Per-symbol ranges. Symbols not listed are [0, unbounded).
 class SymbolRanges {
  public:
