@@ -4,6 +4,7 @@
 #include <CLI/CLI.hpp>
 
 #include <algorithm>
+#include <chrono>
 #include <cstdio>
 #include <fstream>
 #include <iostream>
@@ -14,6 +15,7 @@
 #include "codegen/package_builder.h"
 #include "frontend/onnx_import.h"
 #include "ir/printer.h"
+#include "cli/cuvilc_report.h"
 #include "ir/verifier.h"
 #include "options/compile_options.h"
 #include "passes/infer_shapes.h"
@@ -64,10 +66,41 @@ frontend::ImportOptions import_options(const CompileOptions& options) {
   return o;
 }
 
-Model load_and_infer(const std::string& path, const CompileOptions& options) {
+using Clock = std::chrono::steady_clock;
+double ms_since(Clock::time_point start) {
+  return std::chrono::duration<double, std::milli>(Clock::now() - start).count();
+}
+
+// What `compile` prints between passes and where it stops (--stop-after, --print-after-all).
+struct PipelineFlags {
+  std::string stop_after;
+  bool print_after_all = false;
+};
+
+Model load_and_infer(const std::string& path, const CompileOptions& options,
+                     const PipelineFlags& flags = {}, CompileReport* report = nullptr) {
+  auto start = Clock::now();
   Model m = frontend::import_onnx_file(path, import_options(options));
   verify_model(m);
-  run_passes(m);
+  if (report) {
+    report->import_ms = ms_since(start);
+    report->nodes_imported = count_nodes(m);
+  }
+  PipelineOptions po;
+  po.stop_after = flags.stop_after;
+  if (flags.print_after_all)
+    po.after_pass = [](const PassRecord& r, const Model& model) {
+      std::cerr << "// IR after pass " << r.name << " (nodes " << r.nodes_before << " -> " << r.nodes_after
+                << ")\n"
+                << model_to_string(model);
+    };
+  start = Clock::now();
+  std::vector<PassRecord> records = run_passes(m, po);
+  if (report) {
+    report->passes_ms = ms_since(start);
+    report->passes = std::move(records);
+    report->nodes_after_passes = count_nodes(m);
+  }
   return m;
 }
 
@@ -179,32 +212,69 @@ std::string default_output(const std::string& model_path) {
   return base + ".cuvir";
 }
 
-int run_compile(const std::string& path, const std::string& emit, std::string output,
-                const CompileOptions& options) {
-  Model m = load_and_infer(path, options);
-  frontend::check_supported(m);
+std::string pass_help() {
+  std::string s = "Stop after this pass and print the IR (implies --emit ir); 'import' stops "
+                  "before the first pass. Passes, in order:";
+  for (const PassInfo& p : all_passes()) s += std::string(" ") + p.name + " (" + p.what + ");";
+  s.back() = '.';
+  return s;
+}
+
+void write_report(const std::string& path, const CompileReport& report) {
+  if (!path.empty()) write_file_atomically(path, report_to_json(report));
+}
+
+int run_compile(const std::string& path, std::string emit, std::string output, const CompileOptions& options,
+                const PipelineFlags& flags, const std::string& report_path) {
+  const auto start = Clock::now();
+  if (!flags.stop_after.empty()) {
+    if (emit == "bytecode") fail(ExitCode::kUsage, "--stop-after stops before bytecode exists; use --emit ir");
+    emit = "ir";
+  }
+  CompileReport report;
+  report.model = path;
+  Model m = load_and_infer(path, options, flags, &report);
   if (emit == "ir") {
     std::string text = model_to_string(m);
     if (output.empty() || output == "-") std::cout << text;
     else write_file_atomically(output, text);
+    report.output = output.empty() ? "-" : output;
+    report.total_ms = ms_since(start);
+    write_report(report_path, report);
     return 0;
   }
+  frontend::check_supported(m);
+  auto stage = Clock::now();
   codegen::LowerOptions lo;
   lo.fuse_elementwise = options.fusion;
   codegen::LoweredModel lowered = codegen::lower_model(m, lo);
+  report.lower_ms = ms_since(stage);
+  report.tile_kernels = lowered.fused_kernels;
+  report.fused_nodes = lowered.fused_nodes;
+  report.op_calls = lowered.call_ops;
+  report.arena_bytes = lowered.arena_expr;
   if (emit == "bytecode") {
     std::string text = rt::disassemble(lowered.program);
     if (output.empty() || output == "-") std::cout << text;
     else write_file_atomically(output, text);
+    report.output = output.empty() ? "-" : output;
+    report.total_ms = ms_since(start);
+    write_report(report_path, report);
     return 0;
   }
-  std::vector<uint8_t> bytes = codegen::build_package(m, lowered);
+  stage = Clock::now();
+  std::vector<uint8_t> bytes = codegen::build_package(m, lowered, passes_summary(report.passes));
   // Verify what we are about to ship with the runtime's own loader.
   std::shared_ptr<rt::LoadedPackage> check;
   rt::Status st = rt::LoadedPackage::open_memory(bytes.data(), bytes.size(), true, &check);
   CUVIL_ASSERT(st.is_ok(), "the package the compiler wrote fails verification: " << st.message());
   if (output.empty()) output = default_output(path);
   write_file_atomically(output, std::string_view(reinterpret_cast<const char*>(bytes.data()), bytes.size()));
+  report.package_ms = ms_since(stage);
+  report.package_bytes = static_cast<int64_t>(bytes.size());
+  report.output = output;
+  report.total_ms = ms_since(start);
+  write_report(report_path, report);
   std::cerr << "cuvilc: wrote " << output << " (" << bytes.size() << " bytes; " << lowered.fused_kernels
             << " tile kernels fusing " << lowered.fused_nodes << " nodes, " << lowered.call_ops
             << " op calls; arena " << lowered.arena_expr << " bytes)\n";
@@ -246,6 +316,17 @@ int main_impl(int argc, char** argv) {
   compile->add_flag("--no-fusion", compile_settings.no_fusion, "Do not build tile kernels (fused elementwise chains, reductions, MatMul/Gemm, casts): only CallOps");
   compile->add_option("--dim", compile_settings.dims, kDimHelp);
   compile->add_option("--config", compile_settings.config, kConfigHelp);
+  PipelineFlags pipeline_flags;
+  std::string report_path;
+  std::vector<std::string> pass_names = {kStopAfterImport};
+  for (const PassInfo& p : all_passes()) pass_names.push_back(p.name);
+  compile->add_option("--stop-after", pipeline_flags.stop_after, pass_help())
+      ->check(CLI::IsMember(pass_names));
+  compile->add_flag("--print-after-all", pipeline_flags.print_after_all,
+                    "Print the IR to standard error after every pass, with its node counts");
+  compile->add_option("--report", report_path,
+                      "Write a JSON compile report: per-pass time and node counts, tile kernels, "
+                      "op calls, arena, time per stage, peak memory (docs/cli.md)");
   compile->footer(kExitCodes);
 
   try {
@@ -255,7 +336,7 @@ int main_impl(int argc, char** argv) {
     return rc == 0 ? 0 : static_cast<int>(ExitCode::kUsage);
   }
   if (*inspect) return run_inspect(inspect_path, resolve_options(inspect_settings), inspect_disasm);
-  return run_compile(compile_path, emit, output, resolve_options(compile_settings));
+  return run_compile(compile_path, emit, output, resolve_options(compile_settings), pipeline_flags, report_path);
 }
 
 }  // namespace

@@ -7,7 +7,8 @@
 
 namespace cuvil::codegen {
 
-std::vector<uint8_t> build_package(const Model& model, const LoweredModel& lowered) {
+std::vector<uint8_t> build_package(const Model& model, const LoweredModel& lowered,
+                                   const std::string& passes_report) {
   const Graph& g = *model.graph;
   std::vector<rt::ManifestEntry> m;
   m.push_back({"cuvil", "0.1.0"});
@@ -34,6 +35,7 @@ std::vector<uint8_t> build_package(const Model& model, const LoweredModel& lower
   report << "whole-tensor op calls: " << lowered.call_ops << "\n";
   report << "arena bytes: " << lowered.arena_expr << "\n";
   report << "sum of intermediate bytes: " << lowered.intermediates_expr << "\n";
+  report << passes_report;
 
   rt::PackageContents contents;
   contents.manifest = rt::render_manifest(m);

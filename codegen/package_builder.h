@@ -13,6 +13,8 @@
 
 namespace cuvil::codegen {
 
-std::vector<uint8_t> build_package(const Model& model, const LoweredModel& lowered);
+// `passes_report` (the pipeline's node counts per pass, no times) is appended to the report.
+std::vector<uint8_t> build_package(const Model& model, const LoweredModel& lowered,
+                                   const std::string& passes_report = "");
 
 }  // namespace cuvil::codegen

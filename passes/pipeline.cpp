@@ -1,13 +1,70 @@
 #include "passes/pipeline.h"
 
+#include <chrono>
+
+#include "ir/verifier.h"
 #include "passes/infer_shapes.h"
 #include "passes/loop_sequences.h"
+#include "support/error.h"
 
 namespace cuvil {
+namespace {
 
-void run_passes(Model& model) {
-  loop_sequences_to_scans(model);
-  infer_shapes(model);
+int64_t count_graph_nodes(const Graph& g) {
+  int64_t n = static_cast<int64_t>(g.nodes.size());
+  for (const Node& node : g.nodes)
+    for (const auto& [key, a] : node.attrs) {
+      if (a.g) n += count_graph_nodes(*a.g);
+      for (const auto& sub : a.graphs) n += count_graph_nodes(*sub);
+    }
+  return n;
+}
+
+std::string pass_names() {
+  std::string s;
+  for (const PassInfo& p : all_passes()) s += (s.empty() ? "" : ", ") + std::string(p.name);
+  return s;
+}
+
+}  // namespace
+
+const std::vector<PassInfo>& all_passes() {
+  static const std::vector<PassInfo> passes = {
+#define CUVIL_PASS(function, name, what) {name, what, function},
+#include "passes/passes.def"
+  };
+  return passes;
+}
+
+const PassInfo* find_pass(const std::string& name) {
+  for (const PassInfo& p : all_passes())
+    if (name == p.name) return &p;
+  return nullptr;
+}
+
+int64_t count_nodes(const Model& model) { return count_graph_nodes(*model.graph); }
+
+std::vector<PassRecord> run_passes(Model& model, const PipelineOptions& options) {
+  if (!options.stop_after.empty() && options.stop_after != kStopAfterImport && !find_pass(options.stop_after))
+    fail(ExitCode::kUsage, "--stop-after '", options.stop_after, "': no such pass (", kStopAfterImport,
+         " or a pass, in order: ", pass_names(), ")");
+  std::vector<PassRecord> records;
+  if (options.stop_after == kStopAfterImport) return records;
+  for (const PassInfo& pass : all_passes()) {
+    PassRecord r;
+    r.name = pass.name;
+    r.nodes_before = count_nodes(model);
+    const auto start = std::chrono::steady_clock::now();
+    pass.run(model);
+    r.milliseconds =
+        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+    r.nodes_after = count_nodes(model);
+    if (options.verify_each) verify_model(model);
+    if (options.after_pass) options.after_pass(r, model);
+    records.push_back(r);
+    if (options.stop_after == pass.name) break;
+  }
+  return records;
 }
 
 }  // namespace cuvil

@@ -1,16 +1,52 @@
-// The compiler's pass pipeline, in order (one table, so every tool and test runs the same
-// passes): graph rewrites first, then symbolic shape inference.
+// The compiler's pass pipeline: the passes of passes/passes.def, in that order, so every tool
+// and test runs the same passes. Each pass has its own header under passes/ saying what it
+// rewrites, what it requires and what holds after it.
 //
-//   1. loop_sequences_to_scans  (passes/loop_sequences.h)
-//   2. infer_shapes             (passes/infer_shapes.h)
-//
-// Requires: an imported, verified model. After: what infer_shapes guarantees.
+// Requires: an imported, verified model. After: what the last pass run guarantees.
 #pragma once
+
+#include <functional>
+#include <string>
+#include <vector>
 
 #include "ir/graph.h"
 
 namespace cuvil {
 
-void run_passes(Model& model);
+struct PassInfo {
+  const char* name;  // command-line name, e.g. "infer-shapes"
+  const char* what;
+  void (*run)(Model&);
+};
+const std::vector<PassInfo>& all_passes();
+// The pass called `name`, or nullptr.
+const PassInfo* find_pass(const std::string& name);
+
+// What one pass did, for the compile report (times are not written into packages: those stay
+// byte-identical from one compile to the next).
+struct PassRecord {
+  std::string name;
+  double milliseconds = 0;
+  int64_t nodes_before = 0, nodes_after = 0;  // all graphs, subgraphs included
+};
+
+// The stop point before every pass: the IR as imported.
+constexpr const char* kStopAfterImport = "import";
+
+struct PipelineOptions {
+  // Stop after this pass (a name from passes.def, or kStopAfterImport); empty runs them all.
+  std::string stop_after;
+  // Called after each pass with its record (e.g. --print-after-all prints the IR).
+  std::function<void(const PassRecord&, const Model&)> after_pass;
+  // Run the IR verifier after every pass (tests; cheap enough to leave on in cuvilc too).
+  bool verify_each = true;
+};
+
+// Runs the pipeline; returns one record per pass run. An unknown stop_after is a usage error
+// naming the passes.
+std::vector<PassRecord> run_passes(Model& model, const PipelineOptions& options = {});
+
+// Nodes in all graphs of the model, subgraphs included.
+int64_t count_nodes(const Model& model);
 
 }  // namespace cuvil

@@ -1,0 +1,81 @@
+#include "cli/cuvilc_report.h"
+
+#include <sys/resource.h>
+
+#include <cstdio>
+#include <sstream>
+
+namespace cuvil {
+namespace {
+
+std::string json_string(const std::string& s) {
+  std::string out = "\"";
+  for (unsigned char c : s) {
+    switch (c) {
+      case '"': out += "\\\""; break;
+      case '\\': out += "\\\\"; break;
+      case '\n': out += "\\n"; break;
+      case '\t': out += "\\t"; break;
+      default:
+        if (c < 0x20) {
+          char buf[8];
+          std::snprintf(buf, sizeof buf, "\\u%04x", c);
+          out += buf;
+        } else {
+          out += static_cast<char>(c);
+        }
+    }
+  }
+  return out + "\"";
+}
+
+std::string ms(double v) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.3f", v);
+  return buf;
+}
+
+}  // namespace
+
+int64_t peak_rss_bytes() {
+  struct rusage ru;
+  if (getrusage(RUSAGE_SELF, &ru) != 0) return -1;
+  return static_cast<int64_t>(ru.ru_maxrss) * 1024;  // Linux reports KiB
+}
+
+std::string passes_summary(const std::vector<PassRecord>& passes) {
+  std::ostringstream os;
+  for (const PassRecord& p : passes)
+    os << "pass " << p.name << ": nodes " << p.nodes_before << " -> " << p.nodes_after << "\n";
+  return os.str();
+}
+
+std::string report_to_json(const CompileReport& r) {
+  std::ostringstream os;
+  os << "{\n";
+  os << "  \"cuvil\": \"0.1.0\",\n";
+  os << "  \"model\": " << json_string(r.model) << ",\n";
+  os << "  \"output\": " << json_string(r.output) << ",\n";
+  os << "  \"nodes_imported\": " << r.nodes_imported << ",\n";
+  os << "  \"nodes_after_passes\": " << r.nodes_after_passes << ",\n";
+  os << "  \"passes\": [";
+  for (size_t i = 0; i < r.passes.size(); ++i) {
+    const PassRecord& p = r.passes[i];
+    os << (i ? ",\n" : "\n") << "    {\"name\": " << json_string(p.name) << ", \"ms\": " << ms(p.milliseconds)
+       << ", \"nodes_before\": " << p.nodes_before << ", \"nodes_after\": " << p.nodes_after << "}";
+  }
+  os << (r.passes.empty() ? "],\n" : "\n  ],\n");
+  os << "  \"tile_kernels\": " << r.tile_kernels << ",\n";
+  os << "  \"fused_nodes\": " << r.fused_nodes << ",\n";
+  os << "  \"op_calls\": " << r.op_calls << ",\n";
+  os << "  \"arena_bytes\": " << json_string(r.arena_bytes) << ",\n";
+  os << "  \"package_bytes\": " << r.package_bytes << ",\n";
+  os << "  \"time_ms\": {\"import\": " << ms(r.import_ms) << ", \"passes\": " << ms(r.passes_ms)
+     << ", \"lower\": " << ms(r.lower_ms) << ", \"package\": " << ms(r.package_ms) << ", \"total\": "
+     << ms(r.total_ms) << "},\n";
+  os << "  \"peak_rss_bytes\": " << peak_rss_bytes() << "\n";
+  os << "}\n";
+  return os.str();
+}
+
+}  // namespace cuvil
