@@ -21,6 +21,7 @@
 #include "runtime/expr_eval.h"
 #include "runtime/package.h"
 #include "support/error.h"
+#include "support/file_identity.h"
 #include "support/output_file.h"
 
 namespace cuvil {
@@ -156,14 +157,34 @@ std::string default_output(const std::string& model_path) {
   return base + ".cuvir";
 }
 
+// An output path that names a file the compile reads (the model, an external data file; also
+// through symlinks and hard links) would replace an input: a usage error, before anything is
+// written. Checked before the compile for the model and again at the write, once the frontend
+// has noted the external data files in `reads`.
+void refuse_output_over_input(const std::string& output, const InputFileLog& reads) {
+  if (const InputFile* in = reads.input_named_by(output))
+    fail(ExitCode::kUsage, "output '", output, "' names the same file as ", in->description,
+         ", which this compile reads; choose another -o path (nothing was written)");
+}
+
+void write_compile_output(const std::string& output, std::string_view data,
+                          const InputFileLog& reads) {
+  refuse_output_over_input(output, reads);
+  write_file_atomically(output, data);
+}
+
 int run_compile(const std::string& path, const std::string& emit, std::string output,
                 const std::vector<std::string>& dims, bool no_fusion) {
+  InputFileLog reads;
+  reads.add_path(path, "the input model '" + path + "'");
+  if (output.empty() && emit.empty()) output = default_output(path);
+  if (!output.empty() && output != "-") refuse_output_over_input(output, reads);
   Model m = load_and_infer(path, dims);
   frontend::check_supported(m);
   if (emit == "ir") {
     std::string text = model_to_string(m);
     if (output.empty() || output == "-") std::cout << text;
-    else write_file_atomically(output, text);
+    else write_compile_output(output, text, reads);
     return 0;
   }
   codegen::LowerOptions lo;
@@ -172,7 +193,7 @@ int run_compile(const std::string& path, const std::string& emit, std::string ou
   if (emit == "bytecode") {
     std::string text = rt::disassemble(lowered.program);
     if (output.empty() || output == "-") std::cout << text;
-    else write_file_atomically(output, text);
+    else write_compile_output(output, text, reads);
     return 0;
   }
   std::vector<uint8_t> bytes = codegen::build_package(m, lowered);
@@ -180,8 +201,8 @@ int run_compile(const std::string& path, const std::string& emit, std::string ou
   std::shared_ptr<rt::LoadedPackage> check;
   rt::Status st = rt::LoadedPackage::open_memory(bytes.data(), bytes.size(), true, &check);
   CUVIL_ASSERT(st.is_ok(), "the package the compiler wrote fails verification: " << st.message());
-  if (output.empty()) output = default_output(path);
-  write_file_atomically(output, std::string_view(reinterpret_cast<const char*>(bytes.data()), bytes.size()));
+  write_compile_output(output, std::string_view(reinterpret_cast<const char*>(bytes.data()), bytes.size()),
+                       reads);
   std::cerr << "cuvilc: wrote " << output << " (" << bytes.size() << " bytes; " << lowered.fused_kernels
             << " tile kernels fusing " << lowered.fused_nodes << " nodes, " << lowered.call_ops
             << " op calls; arena " << lowered.arena_expr << " bytes)\n";
@@ -219,7 +240,8 @@ int main_impl(int argc, char** argv) {
   compile->add_option("-o,--output", output,
                       "Output file. Default: <model>.cuvir in the current directory (with --emit: "
                       "standard output; '-' also means standard output). Written atomically; an "
-                      "existing file is left untouched when the compile fails.");
+                      "existing file is left untouched when the compile fails. A path naming the "
+                      "model or one of its external data files is refused.");
   compile->add_flag("--no-fusion", no_fusion, "Do not build tile kernels (fused elementwise chains, reductions, MatMul/Gemm, casts): only CallOps");
   compile->add_option("--dim", compile_dims, kDimHelp);
   compile->footer(kExitCodes);
