@@ -292,6 +292,14 @@ void write_file_atomically(const std::string& path, std::string_view data) {
   // Room for the temporary's name in the signal handler's buffer.
   if (dir.size() + base.size() + kTempMarker.size() + 32 >= sizeof g_temp_path)
     fail(ExitCode::kIo, "output path is too long: '", path, "'");
+  // The rename would replace whatever the name holds: never a device (as root, `-o /dev/null`
+  // would otherwise turn /dev/null into a regular file), a FIFO, a socket or a directory. A
+  // symlink is replaced itself, as any file is; its target is not touched.
+  struct stat existing;
+  if (lstat(path.c_str(), &existing) == 0 && !S_ISREG(existing.st_mode) && !S_ISLNK(existing.st_mode))
+    fail(ExitCode::kIo, "cannot write '", path, "': it exists and is not a regular file (",
+         S_ISDIR(existing.st_mode) ? "a directory" : "a device, FIFO or socket",
+         "); refusing to replace it");
   Fd dirfd(open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
   if (dirfd.fd < 0)
     fail(ExitCode::kIo, "cannot open the directory '", dir, "' for '", path, "': ",

@@ -301,13 +301,11 @@ TEST_F(BadInputCliSameFile, OutputIsTheModel) {
 TEST_F(BadInputCliSameFile, OutputIsTheModelSpelledDifferently) {
   // Relative to the current directory, with "./" and through "sub/..".
   ASSERT_EQ(mkdir(tmp_.file("sub").c_str(), 0755), 0);
-  char cwd[4096];
-  ASSERT_NE(getcwd(cwd, sizeof cwd), nullptr);
-  ASSERT_EQ(chdir(tmp_.path().c_str()), 0);
+  test::ScopedChdir in_model_dir(tmp_.path());
+  ASSERT_TRUE(in_model_dir.ok());
   expect_output_refused(".", "model.onnx", "./model.onnx", "the input model 'model.onnx'");
   expect_output_refused(".", "./model.onnx", "sub/../model.onnx", "the input model './model.onnx'");
   expect_output_refused(".", "model.onnx", tmp_.file("model.onnx"), "the input model 'model.onnx'");
-  ASSERT_EQ(chdir(cwd), 0);
 }
 
 TEST_F(BadInputCliSameFile, OutputIsASymlinkToTheModel) {

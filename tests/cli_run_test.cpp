@@ -302,12 +302,12 @@ TEST_F(CliRun, OutputOverAnInputIsRefused) {
   expect_refused({"--input", "x=" + plain + "/y.npy", "--output-dir", plain}, plain + "/y.npy",
                  "--input x ('" + plain + "/y.npy')");
   // Relative, spelled differently: --input x=plain/y.npy --output-dir ./plain/.
-  char cwd[4096];
-  ASSERT_NE(getcwd(cwd, sizeof cwd), nullptr);
-  ASSERT_EQ(chdir(tmp_.path().c_str()), 0);
-  expect_refused({"--input", "x=plain/y.npy", "--output-dir", "./plain/."}, plain + "/y.npy",
-                 "--input x ('plain/y.npy')");
-  ASSERT_EQ(chdir(cwd), 0);
+  {
+    test::ScopedChdir in_tmp(tmp_.path());
+    ASSERT_TRUE(in_tmp.ok());
+    expect_refused({"--input", "x=plain/y.npy", "--output-dir", "./plain/."}, plain + "/y.npy",
+                   "--input x ('plain/y.npy')");
+  }
   // DIR/y.npy is a symlink to the input, or a hard link to it.
   test::write_bytes(tmp_.file("x.npy"), input);
   const std::string linked = tmp_.file("linked"), hard = tmp_.file("hard");

@@ -300,5 +300,34 @@ TEST(OutputFileCleanup, RemovesOnlyOurOwnDeadWritersTemporaries) {
   EXPECT_EQ(list_dir(tmp.path()), expected);
 }
 
+TEST(OutputFileTarget, RefusesToReplaceAnythingButAFileOrASymlink) {
+  TempDir tmp;
+  const std::string fifo = tmp.file("fifo"), dir = tmp.file("dir");
+  ASSERT_EQ(mkfifo(fifo.c_str(), 0644), 0);
+  ASSERT_EQ(mkdir(dir.c_str(), 0755), 0);
+  for (const std::string& path : {fifo, dir, dir + "/"}) {
+    try {
+      write_file_atomically(path, "data");
+      ADD_FAILURE() << "replaced " << path;
+    } catch (const Diagnostic& d) {
+      EXPECT_EQ(d.code(), ExitCode::kIo);
+      EXPECT_NE(std::string(d.what()).find(path), std::string::npos) << d.what();
+    }
+  }
+  struct stat st;
+  ASSERT_EQ(lstat(fifo.c_str(), &st), 0);
+  EXPECT_TRUE(S_ISFIFO(st.st_mode));
+  EXPECT_EQ(list_dir(tmp.path()), (std::set<std::string>{"dir", "fifo"}));
+  EXPECT_EQ(list_dir(dir), std::set<std::string>{});
+  // A symlink is replaced by the new file; what it pointed to is not touched.
+  test::write_bytes(tmp.file("target"), "target");
+  ASSERT_EQ(symlink("target", tmp.file("link").c_str()), 0);
+  write_file_atomically(tmp.file("link"), "new");
+  ASSERT_EQ(lstat(tmp.file("link").c_str(), &st), 0);
+  EXPECT_TRUE(S_ISREG(st.st_mode));
+  EXPECT_EQ(test::read_bytes(tmp.file("link")), "new");
+  EXPECT_EQ(test::read_bytes(tmp.file("target")), "target");
+}
+
 }  // namespace
 }  // namespace cuvil
