@@ -380,7 +380,7 @@ TEST_F(BadInputCli, DiskFullLeavesTheOldPackage) {
     return bad;
   });
   if (rc == test::kPrivateMountRefused)
-    GTEST_SKIP() << "cannot mount a tmpfs in a private mount namespace here (needs CAP_SYS_ADMIN)";
+    GTEST_SKIP() << "cannot mount a tmpfs in a private mount namespace here (needs CAP_SYS_ADMIN or unprivileged user namespaces)";
   EXPECT_EQ(rc, 0) << "see the child's message above";
 }
 

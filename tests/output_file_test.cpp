@@ -17,6 +17,7 @@
 
 #include <cstdio>
 #include <functional>
+#include <ostream>
 #include <set>
 #include <string>
 #include <vector>
@@ -92,9 +93,11 @@ int fail_after_first_chunk(Stage stage, size_t) {
 }
 
 enum class Temporary { kUnnamed, kNamed };
+const char* temporary_name(Temporary t) { return t == Temporary::kUnnamed ? "Unnamed" : "Named"; }
 std::string temporary_kind(const ::testing::TestParamInfo<Temporary>& info) {
-  return info.param == Temporary::kUnnamed ? "Unnamed" : "Named";
+  return temporary_name(info.param);
 }
+void PrintTo(Temporary t, std::ostream* os) { *os << temporary_name(t); }
 
 class FaultyWrite : public ::testing::TestWithParam<Temporary> {
  protected:
@@ -240,7 +243,7 @@ TEST_P(FaultyWrite, DiskFullOnASmallTmpfs) {
     return test::read_bytes(out) == "fits" ? 0 : 5;
   });
   if (rc == test::kPrivateMountRefused)
-    GTEST_SKIP() << "cannot mount a tmpfs in a private mount namespace here (needs CAP_SYS_ADMIN)";
+    GTEST_SKIP() << "cannot mount a tmpfs in a private mount namespace here (needs CAP_SYS_ADMIN or unprivileged user namespaces)";
   EXPECT_EQ(rc, 0) << "see the child's message above";
 }
 
