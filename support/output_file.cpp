@@ -301,6 +301,9 @@ void write_file_atomically(const std::string& path, std::string_view data) {
          S_ISDIR(existing.st_mode) ? "a directory" : "a device, FIFO or socket",
          "); refusing to replace it");
   Fd dirfd(open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+  // A directory we may write but not list (mode -wx): an O_PATH descriptor still serves the
+  // *at calls; only the stale-temporary scan and the directory fsync are skipped.
+  if (dirfd.fd < 0 && errno == EACCES) dirfd.fd = open(dir.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC);
   if (dirfd.fd < 0)
     fail(ExitCode::kIo, "cannot open the directory '", dir, "' for '", path, "': ",
          std::strerror(errno));
