@@ -22,6 +22,7 @@
 #include "cli/npy.h"
 #include "cuvil.h"
 #include "support/checked.h"
+#include "support/file_identity.h"
 
 namespace {
 
@@ -140,7 +141,8 @@ int run_main(int argc, char** argv) {
   app.add_option("--shape", shapes, "name=1x128: random input of this shape for an input not given by --input "
                                     "(floats in [-1, 1), integers in [0, 16)). Inputs with a fully static shape "
                                     "need neither option.");
-  app.add_option("--output-dir", output_dir, "Write each output as <dir>/<name>.npy");
+  app.add_option("--output-dir", output_dir, "Write each output as <dir>/<name>.npy (atomically; refused when that "
+                                             "names the package or an --input file)");
   app.add_option("--threads", threads, "Worker threads (0 = all cores)")->check(CLI::NonNegativeNumber);
   app.add_option("--bench", bench, "Time N runs; print p50/p90/p99 latency and runs per second")->check(CLI::NonNegativeNumber);
   app.add_option("--warmup", warmup, "Untimed runs before --bench (default 3)")->check(CLI::NonNegativeNumber);
@@ -153,6 +155,9 @@ int run_main(int argc, char** argv) {
     return rc == 0 ? 0 : kExitUsage;
   }
 
+  // Every file this run reads, so that no output is written over one (support/file_identity.h).
+  cuvil::InputFileLog reads;
+  reads.add_path(model_path, "the package '" + model_path + "'");
   cuvil_model* model = nullptr;
   if (cuvil_status st = cuvil_model_load_file(model_path.c_str(), &model)) return report(model_path.c_str(), st);
   cuvil_session_options opts;
@@ -231,6 +236,7 @@ int run_main(int argc, char** argv) {
         fail(path + ": not a regular file (--input " + info.name + ")", kExitIo);
         break;
       }
+      reads.add({sb.st_dev, sb.st_ino}, "--input " + std::string(info.name) + " ('" + path + "')");
       std::string err = path.size() > 3 && path.substr(path.size() - 3) == ".pb"
                             ? cuvil::tools::read_tensor_pb(path, &t)
                             : cuvil::tools::read_npy(path, &t);
@@ -269,6 +275,24 @@ int run_main(int argc, char** argv) {
     }
     host[info.name] = std::move(t);
   }
+  // --output-dir writes <dir>/<name>.npy for every output; refuse, before the run and before
+  // anything is written, a path that names a file this run read (also through links).
+  size_t n_out = cuvil_model_output_count(model);
+  auto output_path = [&](const char* output_name) {
+    std::string name = output_name;
+    for (char& c : name)
+      if (!(std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '-' || c == '.')) c = '_';
+    return output_dir + "/" + name + ".npy";
+  };
+  for (size_t i = 0; i < n_out && !rc && !output_dir.empty(); ++i) {
+    cuvil_tensor_info info;
+    if (cuvil_status st = cuvil_model_output_info(model, i, &info)) { rc = report("output info", st); break; }
+    const std::string path = output_path(info.name);
+    if (const cuvil::InputFile* in = reads.input_named_by(path))
+      fail("--output-dir: output '" + std::string(info.name) + "' would be written to '" + path +
+           "', which names the same file as " + in->description +
+           " read by this run; choose another --output-dir (nothing was written)", kExitUsage);
+  }
   // Inputs are bound anew for every run: the runtime borrows them only until the run returns.
   auto bind_and_run = [&]() {
     for (auto& [name, t] : host)
@@ -280,7 +304,6 @@ int run_main(int argc, char** argv) {
     if (cuvil_status st = cuvil_session_run(session)) rc = report("run", st);
   };
   if (!rc) bind_and_run();
-  size_t n_out = cuvil_model_output_count(model);
   if (!rc && !output_dir.empty()) {
     struct stat sb;
     if (stat(output_dir.c_str(), &sb) != 0 && mkdir(output_dir.c_str(), 0755) != 0)
@@ -297,10 +320,7 @@ int run_main(int argc, char** argv) {
       t.dtype = info.dtype;
       t.dims.assign(info.dims, info.dims + info.rank);
       t.bytes.assign(static_cast<const uint8_t*>(data), static_cast<const uint8_t*>(data) + bytes);
-      std::string name = info.name;
-      for (char& c : name)
-        if (!(std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '-' || c == '.')) c = '_';
-      std::string err = cuvil::tools::write_npy(output_dir + "/" + name + ".npy", t);
+      std::string err = cuvil::tools::write_npy(output_path(info.name), t);
       if (!err.empty()) fail(err, kExitIo);
     }
   }

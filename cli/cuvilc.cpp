@@ -24,6 +24,7 @@
 #include "runtime/expr_eval.h"
 #include "runtime/package.h"
 #include "support/error.h"
+#include "support/file_identity.h"
 #include "support/output_file.h"
 
 namespace cuvil {
@@ -220,8 +221,20 @@ std::string pass_help() {
   return s;
 }
 
-void write_report(const std::string& path, const CompileReport& report) {
-  if (!path.empty()) write_file_atomically(path, report_to_json(report));
+// An output path that names a file the compile reads (the model, an external data file; also
+// through symlinks and hard links) would replace an input: a usage error, before anything is
+// written. Checked before the compile for the model and again at the write, once the frontend
+// has noted the external data files in `reads`.
+void refuse_output_over_input(const std::string& output, const InputFileLog& reads) {
+  if (const InputFile* in = reads.input_named_by(output))
+    fail(ExitCode::kUsage, "output '", output, "' names the same file as ", in->description,
+         ", which this compile reads; choose another -o path (nothing was written)");
+}
+
+void write_compile_output(const std::string& output, std::string_view data,
+                          const InputFileLog& reads) {
+  refuse_output_over_input(output, reads);
+  write_file_atomically(output, data);
 }
 
 int run_compile(const std::string& path, std::string emit, std::string output, const CompileOptions& options,
@@ -231,16 +244,24 @@ int run_compile(const std::string& path, std::string emit, std::string output, c
     if (emit == "bytecode") fail(ExitCode::kUsage, "--stop-after stops before bytecode exists; use --emit ir");
     emit = "ir";
   }
+  InputFileLog reads;
+  reads.add_path(path, "the input model '" + path + "'");
+  if (output.empty() && emit.empty()) output = default_output(path);
+  if (!output.empty() && output != "-") refuse_output_over_input(output, reads);
+  if (!report_path.empty()) refuse_output_over_input(report_path, reads);
   CompileReport report;
   report.model = path;
+  auto finish = [&](const std::string& written) {
+    report.output = written;
+    report.total_ms = ms_since(start);
+    if (!report_path.empty()) write_compile_output(report_path, report_to_json(report), reads);
+  };
   Model m = load_and_infer(path, options, flags, &report);
   if (emit == "ir") {
     std::string text = model_to_string(m);
     if (output.empty() || output == "-") std::cout << text;
-    else write_file_atomically(output, text);
-    report.output = output.empty() ? "-" : output;
-    report.total_ms = ms_since(start);
-    write_report(report_path, report);
+    else write_compile_output(output, text, reads);
+    finish(output.empty() ? "-" : output);
     return 0;
   }
   frontend::check_supported(m);
@@ -256,10 +277,8 @@ int run_compile(const std::string& path, std::string emit, std::string output, c
   if (emit == "bytecode") {
     std::string text = rt::disassemble(lowered.program);
     if (output.empty() || output == "-") std::cout << text;
-    else write_file_atomically(output, text);
-    report.output = output.empty() ? "-" : output;
-    report.total_ms = ms_since(start);
-    write_report(report_path, report);
+    else write_compile_output(output, text, reads);
+    finish(output.empty() ? "-" : output);
     return 0;
   }
   stage = Clock::now();
@@ -268,13 +287,11 @@ int run_compile(const std::string& path, std::string emit, std::string output, c
   std::shared_ptr<rt::LoadedPackage> check;
   rt::Status st = rt::LoadedPackage::open_memory(bytes.data(), bytes.size(), true, &check);
   CUVIL_ASSERT(st.is_ok(), "the package the compiler wrote fails verification: " << st.message());
-  if (output.empty()) output = default_output(path);
-  write_file_atomically(output, std::string_view(reinterpret_cast<const char*>(bytes.data()), bytes.size()));
+  write_compile_output(output, std::string_view(reinterpret_cast<const char*>(bytes.data()), bytes.size()),
+                       reads);
   report.package_ms = ms_since(stage);
   report.package_bytes = static_cast<int64_t>(bytes.size());
-  report.output = output;
-  report.total_ms = ms_since(start);
-  write_report(report_path, report);
+  finish(output);
   std::cerr << "cuvilc: wrote " << output << " (" << bytes.size() << " bytes; " << lowered.fused_kernels
             << " tile kernels fusing " << lowered.fused_nodes << " nodes, " << lowered.call_ops
             << " op calls; arena " << lowered.arena_expr << " bytes)\n";
@@ -312,7 +329,8 @@ int main_impl(int argc, char** argv) {
   compile->add_option("-o,--output", output,
                       "Output file. Default: <model>.cuvir in the current directory (with --emit: "
                       "standard output; '-' also means standard output). Written atomically; an "
-                      "existing file is left untouched when the compile fails.");
+                      "existing file is left untouched when the compile fails. A path naming the "
+                      "model or one of its external data files is refused.");
   compile->add_flag("--no-fusion", compile_settings.no_fusion, "Do not build tile kernels (fused elementwise chains, reductions, MatMul/Gemm, casts): only CallOps");
   compile->add_option("--dim", compile_settings.dims, kDimHelp);
   compile->add_option("--config", compile_settings.config, kConfigHelp);

@@ -4,17 +4,22 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cctype>
 #include <cerrno>
 #include <cstring>
-#include <fstream>
 
 #include "support/checked.h"
+#include "support/error.h"
+#include "support/output_file.h"
 
 namespace cuvil::tools {
 namespace {
 
 constexpr size_t kMaxHeader = 1 << 16;
+// A TensorProto .pb file is one protobuf message, which protobuf caps at 2 GiB - 1 bytes;
+// larger inputs come as .npy, whose data is not parsed.
+constexpr uint64_t kMaxTensorProtoBytes = (uint64_t{1} << 31) - 1;
 
 struct NpyType {
   const char* descr;
@@ -31,33 +36,6 @@ const NpyType* type_by_onnx(int32_t t) {
   for (const auto& k : kTypes)
     if (k.onnx == t) return &k;
   return nullptr;
-}
-
-// POSIX I/O rather than an ifstream: a directory "opens" as a stream and then throws from
-// inside the read.
-std::string read_file(const std::string& path, std::vector<uint8_t>* out) {
-  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return path + ": cannot open: " + std::strerror(errno);
-  struct stat sb;
-  if (::fstat(fd, &sb) != 0 || !S_ISREG(sb.st_mode)) {
-    ::close(fd);
-    return path + ": cannot open: not a regular file";
-  }
-  out->clear();
-  uint8_t buf[1 << 16];
-  for (;;) {
-    ssize_t n = ::read(fd, buf, sizeof buf);
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0) {
-      std::string err = path + ": read failed: " + std::strerror(errno);
-      ::close(fd);
-      return err;
-    }
-    if (n == 0) break;
-    out->insert(out->end(), buf, buf + n);
-  }
-  ::close(fd);
-  return "";
 }
 
 // Value of `'key': value` in the header dict, as raw text up to the next top-level comma.
@@ -81,9 +59,18 @@ bool dict_value(const std::string& h, const std::string& key, std::string* out) 
   return true;
 }
 
-}  // namespace
+// What a .npy header says: the element type, the shape, and where and how long the data is.
+struct NpyHeader {
+  const NpyType* type = nullptr;
+  std::vector<int64_t> dims;
+  std::string descr, shape_text;
+  size_t data_offset = 0;
+  uint64_t data_bytes = 0;  // numel x element size, without overflow
+};
 
-std::string parse_npy(const std::string& name, const uint8_t* data, size_t size, HostTensor* out) {
+// Parses the preamble and header dict from the first `size` bytes of a file (enough when they
+// hold the whole header: the header is at most 12 + kMaxHeader bytes).
+std::string parse_npy_header(const std::string& name, const uint8_t* data, size_t size, NpyHeader* out) {
   if (size < 10 || std::memcmp(data, "\x93NUMPY", 6) != 0) return name + ": not a .npy file (bad magic)";
   uint8_t major = data[6];
   size_t header_len, pos;
@@ -101,7 +88,7 @@ std::string parse_npy(const std::string& name, const uint8_t* data, size_t size,
   if (header_len > kMaxHeader) return name + ": header length " + std::to_string(header_len) + " is too large";
   if (!range_within(pos, header_len, size)) return name + ": truncated header";
   std::string h(reinterpret_cast<const char*>(data + pos), header_len);
-  pos += header_len;
+  out->data_offset = pos + header_len;
   std::string descr, fortran, shape;
   if (!dict_value(h, "descr", &descr) || !dict_value(h, "fortran_order", &fortran) || !dict_value(h, "shape", &shape))
     return name + ": header lacks descr, fortran_order or shape";
@@ -116,7 +103,9 @@ std::string parse_npy(const std::string& name, const uint8_t* data, size_t size,
     if (descr == k.descr || (descr[0] == '<' && descr.substr(1) == std::string(k.descr).substr(1) && k.descr[0] == '|'))
       type = &k;
   if (!type) return name + ": unsupported dtype '" + descr + "'";
-  out->dtype = type->onnx;
+  out->type = type;
+  out->descr = descr;
+  out->shape_text = shape;
   out->dims.clear();
   if (shape.size() < 2 || shape.front() != '(' || shape.back() != ')') return name + ": bad shape " + shape;
   std::string inner = shape.substr(1, shape.size() - 2);
@@ -135,18 +124,89 @@ std::string parse_npy(const std::string& name, const uint8_t* data, size_t size,
   if (!numel) return name + ": shape product overflows";
   auto bytes = checked_mul(*numel, type->size);
   if (!bytes) return name + ": byte size overflows";
-  if (size - pos != static_cast<uint64_t>(*bytes))
-    return name + ": data has " + std::to_string(size - pos) + " bytes but shape " + shape + " of " + descr +
-           " needs " + std::to_string(*bytes);
-  out->bytes.assign(data + pos, data + size);
+  out->data_bytes = static_cast<uint64_t>(*bytes);
   return "";
 }
 
-std::string read_npy(const std::string& path, HostTensor* out) {
-  std::vector<uint8_t> data;
-  std::string err = read_file(path, &data);
+// The data must be exactly what the header asks for: neither shorter nor longer.
+std::string check_npy_data_size(const std::string& name, const NpyHeader& h, uint64_t file_size) {
+  uint64_t have = file_size - h.data_offset;  // the header lies within the file
+  if (have != h.data_bytes)
+    return name + ": data has " + std::to_string(have) + " bytes but shape " + h.shape_text + " of " + h.descr +
+           " needs " + std::to_string(h.data_bytes);
+  return "";
+}
+
+// Opens `path` for reading if it is a regular file (O_NONBLOCK: a FIFO must not block the
+// open) and gives its size; -1 and `*err` otherwise.
+int open_regular(const std::string& path, uint64_t* size, std::string* err) {
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+  if (fd < 0) {
+    *err = path + ": cannot open: " + std::strerror(errno);
+    return -1;
+  }
+  struct stat sb;
+  if (::fstat(fd, &sb) != 0 || !S_ISREG(sb.st_mode)) {
+    ::close(fd);
+    *err = path + ": cannot open: not a regular file";
+    return -1;
+  }
+  *size = static_cast<uint64_t>(sb.st_size);
+  return fd;
+}
+
+// Reads exactly `size` bytes at `offset` into `out` (already sized); a file that ends early
+// (it shrank after fstat) is an error, not a short tensor.
+std::string read_exactly(int fd, const std::string& path, uint64_t offset, uint8_t* out, size_t size) {
+  size_t done = 0;
+  while (done < size) {
+    ssize_t n = ::pread(fd, out + done, size - done, static_cast<off_t>(offset + done));
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) return path + ": read failed: " + std::strerror(errno);
+    if (n == 0) return path + ": file ended at byte " + std::to_string(offset + done) + " while reading it";
+    done += static_cast<size_t>(n);
+  }
+  return "";
+}
+
+struct FdCloser {
+  int fd;
+  ~FdCloser() { ::close(fd); }
+};
+
+}  // namespace
+
+std::string parse_npy(const std::string& name, const uint8_t* data, size_t size, HostTensor* out) {
+  NpyHeader h;
+  std::string err = parse_npy_header(name, data, size, &h);
+  if (err.empty()) err = check_npy_data_size(name, h, size);
   if (!err.empty()) return err;
-  return parse_npy(path, data.data(), data.size(), out);
+  out->dtype = h.type->onnx;
+  out->dims = std::move(h.dims);
+  out->bytes.assign(data + h.data_offset, data + size);
+  return "";
+}
+
+// The header first, then its size against the file's (fstat), and only then the data: a
+// small file with a huge shape, or a huge file with a small shape, is refused without
+// allocating or reading the data.
+std::string read_npy(const std::string& path, HostTensor* out) {
+  std::string err;
+  uint64_t file_size = 0;
+  int fd = open_regular(path, &file_size, &err);
+  if (fd < 0) return err;
+  FdCloser closer{fd};
+  std::vector<uint8_t> head(static_cast<size_t>(std::min<uint64_t>(file_size, 12 + kMaxHeader)));
+  err = read_exactly(fd, path, 0, head.data(), head.size());
+  if (!err.empty()) return err;
+  NpyHeader h;
+  err = parse_npy_header(path, head.data(), head.size(), &h);
+  if (err.empty()) err = check_npy_data_size(path, h, file_size);
+  if (!err.empty()) return err;
+  out->dtype = h.type->onnx;
+  out->dims = std::move(h.dims);
+  out->bytes.resize(static_cast<size_t>(h.data_bytes));
+  return read_exactly(fd, path, h.data_offset, out->bytes.data(), out->bytes.size());
 }
 
 std::string write_npy(const std::string& path, const HostTensor& t) {
@@ -162,15 +222,18 @@ std::string write_npy(const std::string& path, const HostTensor& t) {
   std::string header = std::string("{'descr': '") + type->descr + "', 'fortran_order': False, 'shape': " + shape + ", }";
   size_t total = 10 + header.size() + 1;
   header += std::string((64 - total % 64) % 64, ' ') + "\n";
-  std::ofstream out(path, std::ios::binary | std::ios::trunc);
-  if (!out) return path + ": cannot create";
-  out.write("\x93NUMPY\x01\x00", 8);
+  std::string file("\x93NUMPY\x01\x00", 8);
   uint16_t hl = static_cast<uint16_t>(header.size());
-  out.put(static_cast<char>(hl & 0xff));
-  out.put(static_cast<char>(hl >> 8));
-  out.write(header.data(), static_cast<std::streamsize>(header.size()));
-  out.write(reinterpret_cast<const char*>(t.bytes.data()), static_cast<std::streamsize>(t.bytes.size()));
-  if (!out) return path + ": write failed";
+  file += static_cast<char>(hl & 0xff);
+  file += static_cast<char>(hl >> 8);
+  file += header;
+  file.append(reinterpret_cast<const char*>(t.bytes.data()), t.bytes.size());
+  // Atomically, like cuvilc's outputs: a failed or killed run leaves an older file intact.
+  try {
+    write_file_atomically(path, file);
+  } catch (const Diagnostic& d) {
+    return d.what();
+  }
   return "";
 }
 
@@ -362,8 +425,17 @@ std::string parse_tensor_pb(const std::string& name, const uint8_t* data, size_t
 }
 
 std::string read_tensor_pb(const std::string& path, HostTensor* out) {
-  std::vector<uint8_t> data;
-  std::string err = read_file(path, &data);
+  std::string err;
+  uint64_t file_size = 0;
+  int fd = open_regular(path, &file_size, &err);
+  if (fd < 0) return err;
+  FdCloser closer{fd};
+  // The whole file is one message, read whole: cap it before allocating.
+  if (file_size > kMaxTensorProtoBytes)
+    return path + ": " + std::to_string(file_size) + " bytes is over the " + std::to_string(kMaxTensorProtoBytes) +
+           "-byte limit of a protobuf message; use a .npy file for larger inputs";
+  std::vector<uint8_t> data(static_cast<size_t>(file_size));
+  err = read_exactly(fd, path, 0, data.data(), data.size());
   if (!err.empty()) return err;
   return parse_tensor_pb(path, data.data(), data.size(), out);
 }

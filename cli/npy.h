@@ -2,7 +2,10 @@
 // C order) and ONNX TensorProto .pb files (decoded from the protobuf wire format directly, so
 // cuvil-run needs no protobuf library). Every header field and length is checked
 // (RELIABILITY.md: huge header length, unknown or big-endian dtype, Fortran order, shape
-// product overflow, truncated data); errors name the file.
+// product overflow, truncated data); errors name the file. read_npy parses the header and
+// checks the size it asks for against the file's before reading or allocating the data;
+// read_tensor_pb refuses files over 2 GiB - 1 (protobuf's message limit) before reading them.
+// write_npy writes atomically (support/output_file.h).
 #pragma once
 
 #include <cstdint>

@@ -12,6 +12,7 @@
 #include "frontend/printable.h"
 #include "support/checked.h"
 #include "support/error.h"
+#include "support/file_identity.h"
 
 namespace cuvil::frontend {
 namespace {
@@ -134,6 +135,8 @@ std::vector<uint8_t> read_external_data(const std::string& model_dir,
                                " hard links (only single-link files are trusted)");
   // Clear O_NONBLOCK now that we know it is a regular file.
   fcntl(file.fd, F_SETFL, 0);
+  // So that cuvilc refuses an output path naming this file (support/file_identity.h).
+  note_input_file(file.fd, "the external data file '" + shown + "' of tensor '" + tensor + "'");
 
   uint64_t file_size = static_cast<uint64_t>(st.st_size);
   uint64_t offset = ref.offset.value_or(0);

@@ -1,21 +1,35 @@
 #include "support/output_file.h"
 
+#include <dirent.h>
 #include <fcntl.h>
 #include <signal.h>
-#include <stdlib.h>
+#include <sys/file.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cerrno>
 #include <cstring>
+#include <vector>
 
 #include "support/error.h"
 
 namespace cuvil {
 namespace {
 
-// The temp path being written, for the signal handler (async-signal-safe: unlink, _exit).
+using output_file_testing::Stage;
+
+// Named temporaries are "<target>.cuvil-tmp.<pid>.<6 letters or digits>".
+constexpr std::string_view kTempMarker = ".cuvil-tmp.";
+constexpr size_t kSuffixLength = 6;
+
+output_file_testing::FaultHook g_fault_hook = nullptr;
+bool g_force_named = false;
+
+// The named temporary, for the signal handler (async-signal-safe: unlink, _exit). Armed only
+// while the temporary has a name: an unnamed one disappears with the process by itself.
 char g_temp_path[4096];
 std::atomic<bool> g_temp_active{false};
 
@@ -40,69 +54,274 @@ struct SignalGuard {
   }
 };
 
+// Holds SIGINT/SIGTERM while a temporary gets its name and the handler is armed for it: a
+// signal in between would otherwise leave the new name behind.
+struct HoldSignals {
+  sigset_t previous;
+  HoldSignals() {
+    sigset_t held;
+    sigemptyset(&held);
+    sigaddset(&held, SIGINT);
+    sigaddset(&held, SIGTERM);
+    sigprocmask(SIG_BLOCK, &held, &previous);
+  }
+  ~HoldSignals() { sigprocmask(SIG_SETMASK, &previous, nullptr); }
+};
+
+struct Fd {
+  int fd = -1;
+  explicit Fd(int f) : fd(f) {}
+  Fd(const Fd&) = delete;
+  Fd& operator=(const Fd&) = delete;
+  ~Fd() {
+    if (fd >= 0) close(fd);
+  }
+};
+
 std::string dir_of(const std::string& path) {
   size_t slash = path.find_last_of('/');
   if (slash == std::string::npos) return ".";
   return slash == 0 ? "/" : path.substr(0, slash);
 }
 
-}  // namespace
+std::string base_of(const std::string& path) {
+  size_t slash = path.find_last_of('/');
+  return slash == std::string::npos ? path : path.substr(slash + 1);
+}
 
-void write_file_atomically(const std::string& path, std::string_view data) {
-  const std::string dir = dir_of(path);
-  std::string temp = path + ".tmp.XXXXXX";
-  if (temp.size() >= sizeof g_temp_path)
-    fail(ExitCode::kIo, "output path is too long: '", path, "'");
-  SignalGuard guard;
-  // Hold SIGINT/SIGTERM while mkstemp fills in the name and the handler is armed: a signal in
-  // between would otherwise leave the new temporary behind (or see a half-written name).
-  sigset_t held, previous;
-  sigemptyset(&held);
-  sigaddset(&held, SIGINT);
-  sigaddset(&held, SIGTERM);
-  sigprocmask(SIG_BLOCK, &held, &previous);
-  std::strcpy(g_temp_path, temp.c_str());
-  int fd = mkstemp(g_temp_path);
-  int create_errno = errno;
-  if (fd >= 0) g_temp_active = true;
-  sigprocmask(SIG_SETMASK, &previous, nullptr);
-  if (fd < 0)
-    fail(ExitCode::kIo, "cannot create a file in '", dir, "' for '", path, "': ",
-         std::strerror(create_errno));
-  auto abandon = [&](const char* what, int err) {
-    close(fd);
-    unlink(g_temp_path);
-    g_temp_active = false;
-    fail(ExitCode::kIo, "writing '", path, "' failed (", what, "): ", std::strerror(err),
-         "; the previous file (if any) is unchanged");
-  };
-  size_t done = 0;
-  while (done < data.size()) {
-    ssize_t n = write(fd, data.data() + done, data.size() - done);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) abandon("write", n < 0 ? errno : ENOSPC);
-    done += static_cast<size_t>(n);
+// A fresh temporary name for `base`. Uniqueness is not needed for safety (names are created
+// with O_EXCL or linkat, which refuse an existing one, and then retried).
+std::string temporary_name(const std::string& base) {
+  static const char kAlphabet[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789";
+  static std::atomic<uint64_t> counter{0};
+  struct timespec ts;
+  clock_gettime(CLOCK_REALTIME, &ts);
+  uint64_t x = static_cast<uint64_t>(ts.tv_nsec) * 0x9E3779B97F4A7C15ull ^
+               (counter.fetch_add(1) + 1) * 0xBF58476D1CE4E5B9ull ^ static_cast<uint64_t>(ts.tv_sec);
+  std::string name = base + std::string(kTempMarker) + std::to_string(getpid()) + ".";
+  for (size_t i = 0; i < kSuffixLength; ++i) {
+    name += kAlphabet[x % (sizeof kAlphabet - 1)];
+    x /= sizeof kAlphabet - 1;
   }
-  if (fchmod(fd, 0644) != 0) abandon("chmod", errno);
-  if (fsync(fd) != 0) abandon("fsync", errno);
-  if (close(fd) != 0) {
-    int err = errno;
-    unlink(g_temp_path);
-    g_temp_active = false;
-    fail(ExitCode::kIo, "writing '", path, "' failed (close): ", std::strerror(err));
+  return name;
+}
+
+// The pid in a name of our pattern; 0 when `name` is not one of ours.
+pid_t temporary_pid(std::string_view name) {
+  size_t marker = name.rfind(kTempMarker);
+  if (marker == std::string_view::npos || marker == 0) return 0;
+  std::string_view rest = name.substr(marker + kTempMarker.size());
+  size_t dot = rest.find('.');
+  if (dot == std::string_view::npos || dot == 0 || dot > 9) return 0;
+  pid_t pid = 0;
+  for (char c : rest.substr(0, dot)) {
+    if (c < '0' || c > '9') return 0;
+    pid = pid * 10 + (c - '0');
   }
-  if (rename(g_temp_path, path.c_str()) != 0) {
-    int err = errno;
-    unlink(g_temp_path);
-    g_temp_active = false;
-    fail(ExitCode::kIo, "cannot rename the temporary file to '", path, "': ", std::strerror(err));
+  std::string_view suffix = rest.substr(dot + 1);
+  if (suffix.size() != kSuffixLength) return 0;
+  for (char c : suffix)
+    if (!((c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9'))) return 0;
+  return pid;
+}
+
+// Removes the named temporaries that killed or crashed writers left in this directory. Only
+// regular files with one link, owned by us, named in our exact pattern, whose pid does not
+// exist (kill(pid, 0) gives ESRCH; a zombie or a reused pid keeps its file) and that nobody
+// holds locked: every writer holds an flock on its temporary until the rename, which guards a
+// live writer whose pid means nothing here (another pid namespace on a shared directory).
+// Best effort: a failure here never fails the write.
+void remove_stale_temporaries(int dirfd) {
+  int scan_fd = openat(dirfd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (scan_fd < 0) return;
+  DIR* scan = fdopendir(scan_fd);
+  if (!scan) {
+    close(scan_fd);
+    return;
   }
-  g_temp_active = false;
-  int dfd = open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (dfd >= 0) {
-    fsync(dfd);
-    close(dfd);
+  std::vector<std::string> candidates;
+  while (dirent* e = readdir(scan)) {
+    pid_t pid = temporary_pid(e->d_name);
+    if (pid <= 0 || pid == getpid()) continue;
+    if (kill(pid, 0) == 0 || errno != ESRCH) continue;
+    candidates.emplace_back(e->d_name);
+  }
+  closedir(scan);
+  for (const std::string& name : candidates) {
+    Fd file(openat(dirfd, name.c_str(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC));
+    if (file.fd < 0) continue;
+    struct stat st, now;
+    if (fstat(file.fd, &st) != 0 || !S_ISREG(st.st_mode) || st.st_nlink != 1 ||
+        st.st_uid != geteuid())
+      continue;
+    if (flock(file.fd, LOCK_EX | LOCK_NB) != 0) continue;
+    // Still the file we examined under that name.
+    if (fstatat(dirfd, name.c_str(), &now, AT_SYMLINK_NOFOLLOW) == 0 && now.st_dev == st.st_dev &&
+        now.st_ino == st.st_ino)
+      unlinkat(dirfd, name.c_str(), 0);
   }
 }
 
+// One write in progress: the target, its directory and the temporary.
+class AtomicWrite {
+ public:
+  AtomicWrite(const std::string& path, std::string dir, std::string base, int dirfd)
+      : path_(path), dir_(std::move(dir)), base_(std::move(base)), dirfd_(dirfd) {}
+  AtomicWrite(const AtomicWrite&) = delete;
+  AtomicWrite& operator=(const AtomicWrite&) = delete;
+  ~AtomicWrite() {
+    if (fd_ >= 0) close(fd_);
+  }
+
+  // Writes through an unnamed temporary. False (and nothing left behind) when this
+  // filesystem or process cannot: no O_TMPFILE, or the file cannot be linked in.
+  bool write_unnamed(std::string_view data) {
+    fd_ = openat(dirfd_, ".", O_TMPFILE | O_WRONLY | O_CLOEXEC, 0600);
+    if (fd_ < 0) {
+      if (errno == EOPNOTSUPP || errno == EISDIR || errno == EINVAL) return false;
+      cannot_create(errno);
+    }
+    write_data(data);
+    // Lock before the file gets a name, so no other writer ever sees it named and unlocked.
+    flock(fd_, LOCK_EX | LOCK_NB);
+    const std::string proc_path = "/proc/self/fd/" + std::to_string(fd_);
+    for (int attempt = 0; attempt < 100; ++attempt) {
+      HoldSignals hold;
+      std::string name = temporary_name(base_);
+      // Unprivileged: link the /proc magic link. Without /proc, AT_EMPTY_PATH (which needs
+      // CAP_DAC_READ_SEARCH, and gives ENOENT without it).
+      int rc = linkat(AT_FDCWD, proc_path.c_str(), dirfd_, name.c_str(), AT_SYMLINK_FOLLOW);
+      if (rc != 0 && errno == ENOENT) rc = linkat(fd_, "", dirfd_, name.c_str(), AT_EMPTY_PATH);
+      if (rc == 0) {
+        arm(name);
+        break;
+      }
+      if (errno == EEXIST) continue;
+      // Any other failure (no /proc and no privilege, a sandbox without the magic link, ...):
+      // the named temporary. A real problem of the directory (full, read-only) fails there.
+      close(fd_);
+      fd_ = -1;
+      return false;
+    }
+    if (name_.empty()) abandon("link", EEXIST);
+    finish();
+    return true;
+  }
+
+  // Writes through a temporary that is named from the start.
+  void write_named(std::string_view data) {
+    for (int attempt = 0; attempt < 100 && fd_ < 0; ++attempt) {
+      HoldSignals hold;
+      std::string name = temporary_name(base_);
+      fd_ = openat(dirfd_, name.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+      if (fd_ >= 0) arm(name);
+      else if (errno != EEXIST) cannot_create(errno);
+    }
+    if (fd_ < 0) cannot_create(EEXIST);
+    flock(fd_, LOCK_EX | LOCK_NB);
+    write_data(data);
+    finish();
+  }
+
+ private:
+  [[noreturn]] void cannot_create(int err) {
+    fail(ExitCode::kIo, "cannot create a file in '", dir_, "' for '", path_, "': ",
+         std::strerror(err));
+  }
+
+  // Gives the signal handler the temporary's name; called with SIGINT/SIGTERM held.
+  void arm(const std::string& name) {
+    name_ = name;
+    std::string full = dir_ + "/" + name;
+    std::memcpy(g_temp_path, full.c_str(), full.size() + 1);
+    g_temp_active = true;
+  }
+
+  // Removes the temporary, closes it and fails naming the target.
+  [[noreturn]] void abandon(const char* what, int err) {
+    close(fd_);
+    fd_ = -1;
+    if (!name_.empty()) {
+      unlinkat(dirfd_, name_.c_str(), 0);
+      g_temp_active = false;
+    }
+    fail(ExitCode::kIo, "writing '", path_, "' failed (", what, "): ", std::strerror(err),
+         "; the previous file (if any) is unchanged");
+  }
+
+  void write_data(std::string_view data) {
+    size_t done = 0;
+    while (done < data.size()) {
+      size_t chunk = std::min(data.size() - done, output_file_testing::kChunkBytes);
+      ssize_t n = write(fd_, data.data() + done, chunk);
+      if (n < 0 && errno == EINTR) continue;
+      if (n <= 0) abandon("write", n < 0 ? errno : ENOSPC);
+      done += static_cast<size_t>(n);
+      if (g_fault_hook)
+        if (int err = g_fault_hook(Stage::kAfterChunk, done)) abandon("write", err);
+    }
+    if (fchmod(fd_, 0644) != 0) abandon("chmod", errno);
+    if (fsync(fd_) != 0) abandon("fsync", errno);
+  }
+
+  // The temporary is complete, synced and named: rename it over the target.
+  void finish() {
+    if (g_fault_hook)
+      if (int err = g_fault_hook(Stage::kBeforeRename, 0)) abandon("rename", err);
+    if (renameat(dirfd_, name_.c_str(), dirfd_, base_.c_str()) != 0) abandon("rename", errno);
+    g_temp_active = false;
+    // The data was synced before the rename, so an error closing it changes nothing now.
+    close(fd_);
+    fd_ = -1;
+    fsync(dirfd_);
+  }
+
+  const std::string& path_;
+  const std::string dir_, base_;
+  const int dirfd_;
+  int fd_ = -1;
+  std::string name_;  // of the temporary, once it has one
+};
+
+}  // namespace
+
+void write_file_atomically(const std::string& path, std::string_view data) {
+  const std::string dir = dir_of(path), base = base_of(path);
+  if (base.empty() || base == "." || base == "..")
+    fail(ExitCode::kIo, "cannot write '", path, "': it names a directory");
+  // Room for the temporary's name in the signal handler's buffer.
+  if (dir.size() + base.size() + kTempMarker.size() + 32 >= sizeof g_temp_path)
+    fail(ExitCode::kIo, "output path is too long: '", path, "'");
+  // The rename would replace whatever the name holds: never a device (as root, `-o /dev/null`
+  // would otherwise turn /dev/null into a regular file), a FIFO, a socket or a directory. A
+  // symlink is replaced itself, as any file is; its target is not touched.
+  struct stat existing;
+  if (lstat(path.c_str(), &existing) == 0 && !S_ISREG(existing.st_mode) && !S_ISLNK(existing.st_mode))
+    fail(ExitCode::kIo, "cannot write '", path, "': it exists and is not a regular file (",
+         S_ISDIR(existing.st_mode) ? "a directory" : "a device, FIFO or socket",
+         "); refusing to replace it");
+  Fd dirfd(open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+  // A directory we may write but not list (mode -wx): an O_PATH descriptor still serves the
+  // *at calls; only the stale-temporary scan and the directory fsync are skipped.
+  if (dirfd.fd < 0 && errno == EACCES) dirfd.fd = open(dir.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC);
+  if (dirfd.fd < 0)
+    fail(ExitCode::kIo, "cannot open the directory '", dir, "' for '", path, "': ",
+         std::strerror(errno));
+  remove_stale_temporaries(dirfd.fd);
+  SignalGuard guard;
+  if (!g_force_named) {
+    AtomicWrite unnamed(path, dir, base, dirfd.fd);
+    if (unnamed.write_unnamed(data)) return;
+  }
+  AtomicWrite named(path, dir, base, dirfd.fd);
+  named.write_named(data);
+}
+
+namespace output_file_testing {
+
+void set_fault_hook(FaultHook hook) { g_fault_hook = hook; }
+void set_force_named_temporary(bool force) { g_force_named = force; }
+bool is_temporary_name(std::string_view name) { return temporary_pid(name) > 0; }
+
+}  // namespace output_file_testing
 }  // namespace cuvil

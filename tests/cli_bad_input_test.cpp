@@ -7,10 +7,13 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <map>
 #include <set>
 #include <string>
+#include <vector>
 
 #include "onnx_builder.h"
+#include "private_tmpfs.h"
 #include "run_tool.h"
 
 namespace cuvil {
@@ -245,6 +248,140 @@ TEST_F(BadInputCli, BadDimOptionIsAUsageError) {
   RunResult r2 = run_cuvilc(tmp_.path(), {"inspect", model, "--dim", "nosuch=3"});
   EXPECT_EQ(r2.exit_code, 2) << r2.err;
   EXPECT_MENTIONS(r2.err, "nosuch");
+}
+
+// ---- an output path naming a file the compile reads: exit 2, nothing touched ----
+
+// The model's directory as it is, before and after a refused compile: names and contents.
+std::map<std::string, std::string> snapshot(const std::string& dir) {
+  std::map<std::string, std::string> files;
+  for (const std::string& n : list_dir(dir)) {
+    struct stat st;
+    if (lstat((dir + "/" + n).c_str(), &st) == 0 && S_ISREG(st.st_mode))
+      files[n] = test::read_bytes(dir + "/" + n);
+    else
+      files[n] = "(not a regular file)";
+  }
+  return files;
+}
+
+// Every way of writing (a package, --emit ir, --emit bytecode) to `out` is refused with exit 2
+// and a message naming `out` and `input_description`; nothing in `dir` changes.
+void expect_output_refused(const std::string& dir, const std::string& model, const std::string& out,
+                           const std::string& input_description) {
+  const auto before = snapshot(dir);
+  for (std::vector<std::string> emit : {std::vector<std::string>{}, {"--emit", "ir"}, {"--emit", "bytecode"}}) {
+    std::vector<std::string> args = {"compile", model, "-o", out};
+    args.insert(args.end(), emit.begin(), emit.end());
+    RunResult r = run_cuvilc(dir, args);
+    const std::string what = emit.empty() ? "package" : emit[1];
+    EXPECT_EQ(r.exit_code, 2) << what << ": " << r.err;
+    EXPECT_MENTIONS(r.err, "output '" + out + "' names the same file as " + input_description);
+    EXPECT_MENTIONS(r.err, "nothing was written");
+    EXPECT_EQ(snapshot(dir), before) << what;
+  }
+}
+
+class BadInputCliSameFile : public BadInputCli {
+ protected:
+  void SetUp() override {
+    model_ = write(test::make_relu_model());
+    // The model really compiles: only the output path is wrong below.
+    RunResult ok = run_cuvilc(tmp_.path(), {"compile", model_, "-o", tmp_.file("ok.cuvir")});
+    ASSERT_EQ(ok.exit_code, 0) << ok.err;
+    ASSERT_EQ(unlink(tmp_.file("ok.cuvir").c_str()), 0);
+  }
+  std::string model_;
+};
+
+TEST_F(BadInputCliSameFile, OutputIsTheModel) {
+  expect_output_refused(tmp_.path(), model_, model_, "the input model '" + model_ + "'");
+}
+
+TEST_F(BadInputCliSameFile, OutputIsTheModelSpelledDifferently) {
+  // Relative to the current directory, with "./" and through "sub/..".
+  ASSERT_EQ(mkdir(tmp_.file("sub").c_str(), 0755), 0);
+  test::ScopedChdir in_model_dir(tmp_.path());
+  ASSERT_TRUE(in_model_dir.ok());
+  expect_output_refused(".", "model.onnx", "./model.onnx", "the input model 'model.onnx'");
+  expect_output_refused(".", "./model.onnx", "sub/../model.onnx", "the input model './model.onnx'");
+  expect_output_refused(".", "model.onnx", tmp_.file("model.onnx"), "the input model 'model.onnx'");
+}
+
+TEST_F(BadInputCliSameFile, OutputIsASymlinkToTheModel) {
+  const std::string link = tmp_.file("link.cuvir");
+  ASSERT_EQ(symlink("model.onnx", link.c_str()), 0);
+  expect_output_refused(tmp_.path(), model_, link, "the input model '" + model_ + "'");
+  struct stat st;
+  ASSERT_EQ(lstat(link.c_str(), &st), 0);
+  EXPECT_TRUE(S_ISLNK(st.st_mode)) << "the symlink was replaced";
+}
+
+TEST_F(BadInputCliSameFile, OutputThroughASymlinkedDirectory) {
+  TempDir other;
+  const std::string linked_dir = other.file("models");
+  ASSERT_EQ(symlink(tmp_.path().c_str(), linked_dir.c_str()), 0);
+  expect_output_refused(tmp_.path(), model_, linked_dir + "/model.onnx",
+                        "the input model '" + model_ + "'");
+}
+
+TEST_F(BadInputCliSameFile, OutputIsAHardLinkToTheModel) {
+  const std::string hard = tmp_.file("hard.cuvir");
+  ASSERT_EQ(link(model_.c_str(), hard.c_str()), 0);
+  expect_output_refused(tmp_.path(), model_, hard, "the input model '" + model_ + "'");
+}
+
+TEST_F(BadInputCli, OutputIsAnExternalDataFile) {
+  onnx::ModelProto m = test::make_model();
+  auto* g = m.mutable_graph();
+  test::add_input(g, "x", Tp::FLOAT, {4});
+  const std::vector<float> w = {1.f, 2.f, 3.f, 4.f};
+  Tp t = test::make_raw_tensor("weights", Tp::FLOAT, {4}, "");
+  test::set_external(t, "weights.bin");
+  *g->add_initializer() = t;
+  test::add_node(g, "Add", {"x", "weights"}, {"y"}, "add");
+  test::add_output(g, "y", Tp::FLOAT, {4});
+  const std::string model = write(m);
+  test::write_bytes(tmp_.file("weights.bin"), test::raw_of(w));
+  RunResult ok = run_cuvilc(tmp_.path(), {"compile", model, "-o", tmp_.file("ok.cuvir")});
+  ASSERT_EQ(ok.exit_code, 0) << ok.err;
+  ASSERT_EQ(unlink(tmp_.file("ok.cuvir").c_str()), 0);
+  const std::string data = "the external data file 'weights.bin' of tensor 'weights'";
+  expect_output_refused(tmp_.path(), model, tmp_.file("weights.bin"), data);
+  const std::string link = tmp_.file("w.cuvir");
+  ASSERT_EQ(symlink("weights.bin", link.c_str()), 0);
+  expect_output_refused(tmp_.path(), model, link, data);
+  // (A hard link to an external data file is refused as input already: exit 3.)
+}
+
+TEST_F(BadInputCli, DiskFullLeavesTheOldPackage) {
+  // A weight of 128 KiB makes a package that cannot fit a 64 KiB tmpfs.
+  onnx::ModelProto m = test::make_model();
+  auto* g = m.mutable_graph();
+  test::add_input(g, "x", Tp::FLOAT, {32768});
+  *g->add_initializer() = test::make_float_tensor("w", {32768}, std::vector<float>(32768, 0.5f));
+  test::add_node(g, "Add", {"x", "w"}, {"y"}, "add");
+  test::add_output(g, "y", Tp::FLOAT, {32768});
+  const std::string model = write(m);
+  const std::string small = tmp_.file("small");
+  ASSERT_EQ(mkdir(small.c_str(), 0755), 0);
+  const std::string out = small + "/model.cuvir";
+  const std::string old = "the old package";
+  int rc = test::run_with_private_tmpfs(small, "64k", [&]() -> int {
+    test::write_bytes(out, old);
+    RunResult r = run_cuvilc(tmp_.path(), {"compile", model, "-o", out});
+    int bad = 0;
+    if (r.exit_code != 5) bad = 1, std::fprintf(stderr, "exit %d, expected 5: %s\n", r.exit_code, r.err.c_str());
+    if (r.err.find(out) == std::string::npos || r.err.find("No space left on device") == std::string::npos)
+      bad = 2, std::fprintf(stderr, "the message does not name the path and ENOSPC: %s\n", r.err.c_str());
+    if (test::read_bytes(out) != old) bad = 3, std::fprintf(stderr, "the old package changed\n");
+    if (list_dir(small) != std::set<std::string>{"model.cuvir"})
+      bad = 4, std::fprintf(stderr, "a temporary was left on the full disk\n");
+    return bad;
+  });
+  if (rc == test::kPrivateMountRefused)
+    GTEST_SKIP() << "cannot mount a tmpfs in a private mount namespace here (needs CAP_SYS_ADMIN or unprivileged user namespaces)";
+  EXPECT_EQ(rc, 0) << "see the child's message above";
 }
 
 }  // namespace

@@ -7,6 +7,7 @@
 // The .npy files are written and read with a small independent codec (not cli/npy.cpp), so
 // the test also checks that cuvil-run speaks the format NumPy does.
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -276,6 +277,56 @@ TEST_F(CliRun, BadInputValues) {
   EXPECT_EQ(r.exit_code, 2) << r.err;
   EXPECT_MENTIONS(r.err, tmp_.file("bad.npy"));
   EXPECT_MENTIONS(r.err, "big-endian");
+}
+
+// --output-dir DIR writes DIR/y.npy; when that names a file the run reads (an input, the
+// package; also spelled relatively, through a symlink or a hard link) the run is refused with
+// exit 2 before anything is written.
+TEST_F(CliRun, OutputOverAnInputIsRefused) {
+  const std::string input = npy_file("<f4", {2, 3}, raw(kX));
+  auto expect_refused = [&](const std::vector<std::string>& args, const std::string& file,
+                            const std::string& description) {
+    const std::string before = test::read_bytes(file);
+    RunResult r = run(args);
+    EXPECT_EQ(r.exit_code, 2) << r.err;
+    EXPECT_MENTIONS(r.err, "output 'y' would be written to");
+    EXPECT_MENTIONS(r.err, "names the same file as " + description);
+    EXPECT_MENTIONS(r.err, "nothing was written");
+    EXPECT_EQ(r.out, "") << "the run went ahead";
+    EXPECT_EQ(test::read_bytes(file), before);
+  };
+  // Plain: the input is DIR/y.npy.
+  const std::string plain = tmp_.file("plain");
+  ASSERT_EQ(mkdir(plain.c_str(), 0755), 0);
+  test::write_bytes(plain + "/y.npy", input);
+  expect_refused({"--input", "x=" + plain + "/y.npy", "--output-dir", plain}, plain + "/y.npy",
+                 "--input x ('" + plain + "/y.npy')");
+  // Relative, spelled differently: --input x=plain/y.npy --output-dir ./plain/.
+  {
+    test::ScopedChdir in_tmp(tmp_.path());
+    ASSERT_TRUE(in_tmp.ok());
+    expect_refused({"--input", "x=plain/y.npy", "--output-dir", "./plain/."}, plain + "/y.npy",
+                   "--input x ('plain/y.npy')");
+  }
+  // DIR/y.npy is a symlink to the input, or a hard link to it.
+  test::write_bytes(tmp_.file("x.npy"), input);
+  const std::string linked = tmp_.file("linked"), hard = tmp_.file("hard");
+  ASSERT_EQ(mkdir(linked.c_str(), 0755), 0);
+  ASSERT_EQ(mkdir(hard.c_str(), 0755), 0);
+  ASSERT_EQ(symlink("../x.npy", (linked + "/y.npy").c_str()), 0);
+  ASSERT_EQ(link(tmp_.file("x.npy").c_str(), (hard + "/y.npy").c_str()), 0);
+  for (const std::string& dir : {linked, hard})
+    expect_refused({"--input", "x=" + tmp_.file("x.npy"), "--output-dir", dir}, tmp_.file("x.npy"),
+                   "--input x ('" + tmp_.file("x.npy") + "')");
+  // DIR/y.npy is the package itself (through a symlink).
+  const std::string pkg_dir = tmp_.file("pkg");
+  ASSERT_EQ(mkdir(pkg_dir.c_str(), 0755), 0);
+  ASSERT_EQ(symlink(package_.c_str(), (pkg_dir + "/y.npy").c_str()), 0);
+  expect_refused({"--shape", "x=2x3", "--output-dir", pkg_dir}, package_, "the package '" + package_ + "'");
+  // An output directory that holds no input is fine.
+  RunResult ok = run({"--input", "x=" + tmp_.file("x.npy"), "--output-dir", tmp_.file("fresh")});
+  ASSERT_EQ(ok.exit_code, 0) << ok.err;
+  EXPECT_EQ(values<float>(read_npy_file(tmp_.file("fresh") + "/y.npy").data), expected_y(kX));
 }
 
 TEST_F(CliRun, MissingInputFileIsAnIoError) {

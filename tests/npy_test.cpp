@@ -5,6 +5,7 @@
 // garbage, every truncation of a valid file, and malformed TensorProtos; each gives a
 // message naming the file and never crashes.
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <cstdint>
 #include <cstring>
@@ -213,6 +214,45 @@ TEST_F(BadNpy, TruncatedData) {
   EXPECT_MENTIONS(read_error(npy_bytes(dict("<f4", "(2, 3)"), std::string(20, '\0'))), "needs 24");
   // Trailing bytes are as wrong as missing ones.
   EXPECT_MENTIONS(read_error(npy_bytes(dict("<f4", "(2, 3)"), std::string(28, '\0'))), "28 bytes");
+}
+
+// The header is read and checked against the file size (fstat) before any data is read or
+// allocated: a sparse 4 GiB file whose header asks for six floats is refused without reading
+// its gigabytes, and so is a file that declares terabytes but holds a few bytes.
+TEST_F(BadNpy, HugeSparseFileWithASmallShapeIsRefusedUnread) {
+  const std::string path = tmp_.file("sparse.npy");
+  const std::string head = npy_bytes(dict("<f4", "(2, 3)"), "");
+  test::write_bytes(path, head);
+  const int64_t size = int64_t{4} << 30;
+  ASSERT_EQ(truncate(path.c_str(), size), 0);
+  HostTensor t;
+  std::string err = tools::read_npy(path, &t);
+  EXPECT_MENTIONS(err, path);
+  EXPECT_MENTIONS(err, "data has " + std::to_string(size - static_cast<int64_t>(head.size())) + " bytes");
+  EXPECT_MENTIONS(err, "needs 24");
+  EXPECT_TRUE(t.bytes.empty());
+}
+
+TEST_F(BadNpy, HugeShapeOverATinyFileIsRefusedUnallocated) {
+  // 10^12 float32 (4 TB): allocating it first would end the process.
+  EXPECT_MENTIONS(read_error(npy_bytes(dict("<f4", "(1000000, 1000000)"), std::string(8, '\0'))),
+                  "data has 8 bytes but shape (1000000, 1000000) of <f4 needs 4000000000000");
+  // A byte count just under int64's limit (2^63 - 2^33), over an empty data section.
+  EXPECT_MENTIONS(read_error(npy_bytes(dict("<f8", "(1073741824, 1073741823)"), "")), "needs 9223372028264841216");
+}
+
+TEST_F(BadNpy, TensorProtoOverTheSizeCapIsRefusedUnread) {
+  const std::string path = tmp_.file("huge.pb");
+  test::write_bytes(path, "");
+  ASSERT_EQ(truncate(path.c_str(), int64_t{3} << 30), 0);
+  HostTensor t;
+  std::string err = tools::read_tensor_pb(path, &t);
+  EXPECT_MENTIONS(err, path);
+  EXPECT_MENTIONS(err, std::to_string(int64_t{3} << 30) + " bytes is over the 2147483647-byte limit");
+  EXPECT_MENTIONS(err, "use a .npy file");
+  // At the cap it is read (and then found to be no TensorProto: zeros are field number 0).
+  ASSERT_EQ(truncate(path.c_str(), 64), 0);
+  EXPECT_MENTIONS(tools::read_tensor_pb(path, &t), "not a valid TensorProto");
 }
 
 TEST_F(BadNpy, EveryTruncationOfAValidFileFails) {

@@ -43,4 +43,23 @@ inline RunResult run_tool(const std::string& dir, const std::string& binary,
   return r;
 }
 
+// Makes `dir` the current directory until the end of the scope (for relative-path cases),
+// also when an assertion returns early.
+class ScopedChdir {
+ public:
+  explicit ScopedChdir(const std::string& dir) {
+    ok_ = getcwd(previous_, sizeof previous_) != nullptr && chdir(dir.c_str()) == 0;
+  }
+  ~ScopedChdir() {
+    if (ok_ && chdir(previous_) != 0) std::abort();
+  }
+  ScopedChdir(const ScopedChdir&) = delete;
+  ScopedChdir& operator=(const ScopedChdir&) = delete;
+  bool ok() const { return ok_; }
+
+ private:
+  char previous_[4096];
+  bool ok_ = false;
+};
+
 }  // namespace cuvil::test
