@@ -89,6 +89,7 @@ Model load_and_infer(const std::string& path, const CompileOptions& options,
   }
   PipelineOptions po;
   po.stop_after = flags.stop_after;
+  po.context.limits = options.limits;
   if (flags.print_after_all)
     po.after_pass = [](const PassRecord& r, const Model& model) {
       std::cerr << "// IR after pass " << r.name << " (nodes " << r.nodes_before << " -> " << r.nodes_after

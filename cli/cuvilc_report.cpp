@@ -46,7 +46,8 @@ int64_t peak_rss_bytes() {
 std::string passes_summary(const std::vector<PassRecord>& passes) {
   std::ostringstream os;
   for (const PassRecord& p : passes)
-    os << "pass " << p.name << ": nodes " << p.nodes_before << " -> " << p.nodes_after << "\n";
+    os << "pass " << p.name << ": nodes " << p.nodes_before << " -> " << p.nodes_after
+       << (p.note.empty() ? "" : "; " + p.note) << "\n";
   return os.str();
 }
 
@@ -62,7 +63,8 @@ std::string report_to_json(const CompileReport& r) {
   for (size_t i = 0; i < r.passes.size(); ++i) {
     const PassRecord& p = r.passes[i];
     os << (i ? ",\n" : "\n") << "    {\"name\": " << json_string(p.name) << ", \"ms\": " << ms(p.milliseconds)
-       << ", \"nodes_before\": " << p.nodes_before << ", \"nodes_after\": " << p.nodes_after << "}";
+       << ", \"nodes_before\": " << p.nodes_before << ", \"nodes_after\": " << p.nodes_after
+       << ", \"note\": " << json_string(p.note) << "}";
   }
   os << (r.passes.empty() ? "],\n" : "\n  ],\n");
   os << "  \"tile_kernels\": " << r.tile_kernels << ",\n";

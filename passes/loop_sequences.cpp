@@ -1,54 +1,13 @@
 // Pass: loop-carried sequence accumulators become Loop scan outputs (passes/loop_sequences.h).
 #include "passes/loop_sequences.h"
 
+#include "passes/graph_edit.h"
+
 #include <algorithm>
 #include <set>
 
 namespace cuvil {
 namespace {
-
-// Every place a value of `g` is read: node inputs, graph outputs, subgraph captures.
-struct Uses {
-  std::vector<size_t> nodes;  // node indices, once per reading input
-  int outputs = 0;
-  int captures = 0;
-};
-
-Uses uses_of(const Graph& g, ValueId v) {
-  Uses u;
-  for (size_t i = 0; i < g.nodes.size(); ++i) {
-    const Node& n = g.nodes[i];
-    for (ValueId in : n.inputs)
-      if (in == v) u.nodes.push_back(i);
-    for (const auto& [key, a] : n.attrs) {
-      std::vector<const Graph*> subs;
-      if (a.g) subs.push_back(a.g.get());
-      for (const auto& sg : a.graphs) subs.push_back(sg.get());
-      for (const Graph* s : subs)
-        for (ValueId c : s->captures)
-          if (s->value(c).outer == v) u.captures++;
-    }
-  }
-  for (ValueId o : g.outputs)
-    if (o == v) u.outputs++;
-  return u;
-}
-
-void refresh_producers(Graph& g) {
-  for (Value& v : g.values) v.producer = -1;
-  for (size_t i = 0; i < g.nodes.size(); ++i)
-    for (ValueId o : g.nodes[i].outputs)
-      if (o != kNoValue) g.value(o).producer = static_cast<int32_t>(i);
-}
-
-void erase_nodes(Graph& g, const std::set<size_t>& dead) {
-  if (dead.empty()) return;
-  std::vector<Node> kept;
-  for (size_t i = 0; i < g.nodes.size(); ++i)
-    if (!dead.count(i)) kept.push_back(std::move(g.nodes[i]));
-  g.nodes = std::move(kept);
-  refresh_producers(g);
-}
 
 void make_tensor_value(Value& v) {
   v.kind = ValueKind::Tensor;
@@ -130,8 +89,7 @@ bool rewrite_slot(Graph& g, size_t li, size_t k, std::set<size_t>& dead) {
     c.attrs.clear();
   }
   // The SequenceEmpty goes when nothing else reads it.
-  if (uses_of(g, init).nodes.empty() && !uses_of(g, init).outputs && !uses_of(g, init).captures)
-    dead.insert(empty_index);
+  if (!uses_of(g, init).any()) dead.insert(empty_index);
   refresh_producers(g);
   return true;
 }

@@ -3,12 +3,40 @@
 #include <chrono>
 
 #include "ir/verifier.h"
+#include "passes/dce.h"
+#include "passes/fold_constants.h"
 #include "passes/infer_shapes.h"
 #include "passes/loop_sequences.h"
+#include "passes/remove_identities.h"
 #include "support/error.h"
 
 namespace cuvil {
 namespace {
+
+std::string run_loop_sequences_to_scans(Model& m, const PassContext&) {
+  loop_sequences_to_scans(m);
+  return "";
+}
+std::string run_infer_shapes(Model& m, const PassContext&) {
+  infer_shapes(m);
+  return "";
+}
+std::string run_fold_constants(Model& m, const PassContext& c) {
+  const FoldStats s = fold_constants(m, c.limits.max_fold_elements);
+  std::string note = std::to_string(s.folded_nodes) + " nodes folded";
+  if (s.too_large)
+    note += "; " + std::to_string(s.too_large) + " with constant inputs left as run-time work (results over " +
+            "max_fold_elements = " + std::to_string(c.limits.max_fold_elements) + ")";
+  return note;
+}
+std::string run_remove_identities(Model& m, const PassContext&) {
+  remove_identities(m);
+  return "";
+}
+std::string run_eliminate_dead_code(Model& m, const PassContext&) {
+  eliminate_dead_code(m);
+  return "";
+}
 
 int64_t count_graph_nodes(const Graph& g) {
   int64_t n = static_cast<int64_t>(g.nodes.size());
@@ -30,7 +58,7 @@ std::string pass_names() {
 
 const std::vector<PassInfo>& all_passes() {
   static const std::vector<PassInfo> passes = {
-#define CUVIL_PASS(function, name, what) {name, what, function},
+#define CUVIL_PASS(id, name, what) {name, what, run_##id},
 #include "passes/passes.def"
   };
   return passes;
@@ -55,7 +83,7 @@ std::vector<PassRecord> run_passes(Model& model, const PipelineOptions& options)
     r.name = pass.name;
     r.nodes_before = count_nodes(model);
     const auto start = std::chrono::steady_clock::now();
-    pass.run(model);
+    r.note = pass.run(model, options.context);
     r.milliseconds =
         std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
     r.nodes_after = count_nodes(model);

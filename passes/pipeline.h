@@ -10,13 +10,20 @@
 #include <vector>
 
 #include "ir/graph.h"
+#include "support/limits.h"
 
 namespace cuvil {
+
+// What every pass may consult.
+struct PassContext {
+  CompileLimits limits;
+};
 
 struct PassInfo {
   const char* name;  // command-line name, e.g. "infer-shapes"
   const char* what;
-  void (*run)(Model&);
+  // Runs the pass; returns a note for the report ("" when there is nothing to say).
+  std::string (*run)(Model&, const PassContext&);
 };
 const std::vector<PassInfo>& all_passes();
 // The pass called `name`, or nullptr.
@@ -28,6 +35,7 @@ struct PassRecord {
   std::string name;
   double milliseconds = 0;
   int64_t nodes_before = 0, nodes_after = 0;  // all graphs, subgraphs included
+  std::string note;                           // what the pass reports, e.g. what it left alone
 };
 
 // The stop point before every pass: the IR as imported.
@@ -40,6 +48,7 @@ struct PipelineOptions {
   std::function<void(const PassRecord&, const Model&)> after_pass;
   // Run the IR verifier after every pass (tests; cheap enough to leave on in cuvilc too).
   bool verify_each = true;
+  PassContext context;
 };
 
 // Runs the pipeline; returns one record per pass run. An unknown stop_after is a usage error

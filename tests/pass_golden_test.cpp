@@ -53,7 +53,7 @@ TEST(PassGolden, EveryPassHasGoldenCases) {
       std::optional<Model> m = parse_model(read_text(dir + "/" + name), &error);
       ASSERT_TRUE(m.has_value()) << error;
       verify_model(*m);
-      pass.run(*m);
+      pass.run(*m, PassContext{});
       verify_model(*m);
       const std::string got = model_to_string(*m);
       const std::string expected_path = dir + "/" + name + ".expected";

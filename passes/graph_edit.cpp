@@ -1,0 +1,75 @@
+#include "passes/graph_edit.h"
+
+namespace cuvil {
+namespace {
+
+template <typename G, typename Fn>
+void each_subgraph(G& g, Fn&& fn) {
+  for (auto& n : g.nodes)
+    for (auto& [key, a] : n.attrs) {
+      if (a.g) fn(*a.g);
+      for (auto& sg : a.graphs) fn(*sg);
+    }
+}
+
+}  // namespace
+
+Uses uses_of(const Graph& g, ValueId v) {
+  Uses u;
+  for (size_t i = 0; i < g.nodes.size(); ++i)
+    for (ValueId in : g.nodes[i].inputs)
+      if (in == v) u.nodes.push_back(i);
+  each_subgraph(g, [&](const Graph& s) {
+    for (ValueId c : s.captures)
+      if (s.value(c).outer == v) u.captures++;
+  });
+  for (ValueId o : g.outputs)
+    if (o == v) u.outputs++;
+  return u;
+}
+
+std::vector<bool> read_values(const Graph& g) {
+  std::vector<bool> read(g.values.size(), false);
+  for (const Node& n : g.nodes)
+    for (ValueId in : n.inputs)
+      if (in != kNoValue) read[static_cast<size_t>(in)] = true;
+  each_subgraph(g, [&](const Graph& s) {
+    for (ValueId c : s.captures) {
+      const ValueId outer = s.value(c).outer;
+      if (outer >= 0 && static_cast<size_t>(outer) < read.size()) read[static_cast<size_t>(outer)] = true;
+    }
+  });
+  for (ValueId o : g.outputs) read[static_cast<size_t>(o)] = true;
+  return read;
+}
+
+void replace_uses(Graph& g, ValueId from, ValueId to) {
+  for (Node& n : g.nodes)
+    for (ValueId& in : n.inputs)
+      if (in == from) in = to;
+  each_subgraph(g, [&](Graph& s) {
+    for (ValueId c : s.captures)
+      if (s.value(c).outer == from) s.value(c).outer = to;
+  });
+}
+
+void refresh_producers(Graph& g) {
+  for (Value& v : g.values) v.producer = -1;
+  for (size_t i = 0; i < g.nodes.size(); ++i)
+    for (ValueId o : g.nodes[i].outputs)
+      if (o != kNoValue) g.value(o).producer = static_cast<int32_t>(i);
+}
+
+void erase_nodes(Graph& g, const std::set<size_t>& dead) {
+  if (dead.empty()) return;
+  std::vector<Node> kept;
+  kept.reserve(g.nodes.size() - dead.size());
+  for (size_t i = 0; i < g.nodes.size(); ++i)
+    if (!dead.count(i)) kept.push_back(std::move(g.nodes[i]));
+  g.nodes = std::move(kept);
+  refresh_producers(g);
+}
+
+void for_each_subgraph(Graph& g, const std::function<void(Graph&)>& fn) { each_subgraph(g, fn); }
+
+}  // namespace cuvil

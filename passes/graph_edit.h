@@ -1,0 +1,32 @@
+// Helpers every graph-rewriting pass shares: where a value is read, rewiring its readers,
+// deleting nodes and recomputing producers. "Read" covers node inputs, the graph's outputs and
+// the captures of direct subgraphs (a deeper subgraph captures through its parent's capture).
+#pragma once
+
+#include <functional>
+#include <set>
+#include <vector>
+
+#include "ir/graph.h"
+
+namespace cuvil {
+
+struct Uses {
+  std::vector<size_t> nodes;  // node indices, once per reading input
+  int outputs = 0;            // times it is a graph output
+  int captures = 0;           // direct subgraphs that capture it
+  bool any() const { return !nodes.empty() || outputs || captures; }
+};
+
+Uses uses_of(const Graph& g, ValueId v);
+// Every value of `g` that is read (node input, graph output, captured by a direct subgraph).
+std::vector<bool> read_values(const Graph& g);
+// Points every node input and every subgraph capture that reads `from` at `to` instead
+// (graph outputs are left alone: callers decide what a graph output may become).
+void replace_uses(Graph& g, ValueId from, ValueId to);
+void refresh_producers(Graph& g);
+void erase_nodes(Graph& g, const std::set<size_t>& dead);
+// Calls fn on every subgraph held by the nodes of `g` (not recursively).
+void for_each_subgraph(Graph& g, const std::function<void(Graph&)>& fn);
+
+}  // namespace cuvil

@@ -1,0 +1,52 @@
+// Pass: Identity and inference-mode Dropout removal (passes/remove_identities.h).
+#include "passes/remove_identities.h"
+
+#include "passes/graph_edit.h"
+
+namespace cuvil {
+namespace {
+
+bool is_constant_false(const Graph& g, ValueId v) {
+  if (v == kNoValue) return true;
+  const Value& value = g.value(v);
+  return value.data && value.data->numel() == 1 && value.data->int_at(0) == 0;
+}
+
+// The input the node's output 0 equals, or kNoValue when the node is not a pass-through.
+ValueId pass_through_input(const Graph& g, const Node& n) {
+  if (n.inputs.empty() || n.inputs[0] == kNoValue || n.outputs.empty() || n.outputs[0] == kNoValue)
+    return kNoValue;
+  if (n.op == OpKind::Identity && n.inputs.size() == 1 && n.outputs.size() == 1) return n.inputs[0];
+  if (n.op != OpKind::Dropout) return kNoValue;
+  for (size_t i = 1; i < n.outputs.size(); ++i)
+    if (n.outputs[i] != kNoValue && uses_of(g, n.outputs[i]).any()) return kNoValue;
+  // Opset 12+: training_mode is input 2; before, the is_test attribute (opset < 7) or
+  // nothing: inference always passes the data through.
+  if (n.inputs.size() > 2 && !is_constant_false(g, n.inputs[2])) return kNoValue;
+  if (n.attr_int("is_test", 1) == 0) return kNoValue;
+  return n.inputs[0];
+}
+
+void remove_in_graph(Graph& g) {
+  for_each_subgraph(g, remove_in_graph);
+  std::vector<bool> is_output(g.values.size(), false);
+  for (ValueId o : g.outputs) is_output[static_cast<size_t>(o)] = true;
+  std::set<size_t> dead;
+  for (size_t i = 0; i < g.nodes.size(); ++i) {
+    const Node& n = g.nodes[i];
+    const ValueId in = pass_through_input(g, n);
+    if (in == kNoValue) continue;
+    const ValueId out = n.outputs[0];
+    if (is_output[static_cast<size_t>(out)]) continue;
+    if (g.value(in).kind != g.value(out).kind) continue;
+    replace_uses(g, out, in);
+    dead.insert(i);
+  }
+  erase_nodes(g, dead);
+}
+
+}  // namespace
+
+void remove_identities(Model& model) { remove_in_graph(*model.graph); }
+
+}  // namespace cuvil
