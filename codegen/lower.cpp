@@ -17,10 +17,16 @@ namespace {
 
 using rt::kNone;
 
-// ONNX op -> tile function, from the ISA table.
-std::optional<rt::UnaryFn> tile_unary(const std::string& op) {
+// ONNX op -> tile function, from the ISA table; Gelu picks its function by `approximate`.
+std::optional<rt::UnaryFn> tile_unary(const Node& n) {
+  if (n.op_type == "Gelu") {
+    const std::string approx = n.attr_string("approximate", "none");
+    if (approx == "none") return rt::UnaryFn::Gelu;
+    if (approx == "tanh") return rt::UnaryFn::GeluTanh;
+    return std::nullopt;  // the kernel reports the bad attribute
+  }
 #define CUVIL_TILE_UNARY(name, onnx) \
-  if (op == #onnx) return rt::UnaryFn::name;
+  if (n.op_type == #onnx) return rt::UnaryFn::name;
 #include "runtime/isa.def"
 #undef CUVIL_TILE_UNARY
   return std::nullopt;
@@ -327,7 +333,7 @@ class Lowerer {
       return !mentions_data_dependent(domain) && broadcastable(shape_of(g, n.inputs[0]), domain);
     }
     if (n.outputs.size() != 1 || !is_f32(g, n.outputs[0])) return false;
-    const bool unary = tile_unary(n.op_type).has_value();
+    const bool unary = tile_unary(n).has_value();
     const bool binary = tile_binary(n.op_type).has_value() && n.inputs.size() == 2;
     const bool clip = n.op_type == "Clip";
     if (!unary && !binary && !clip) return false;
@@ -498,7 +504,7 @@ class Lowerer {
       } else if (n.op_type == "Cast") {  // rounds through the target dtype (tile_kernels.h)
         k.body.insert(k.body.end(), {static_cast<uint32_t>(rt::TileOpcode::Cast), r, ops[0],
                                      static_cast<uint32_t>(g.value(n.outputs[0]).dtype)});
-      } else if (auto u = tile_unary(n.op_type)) {
+      } else if (auto u = tile_unary(n)) {
         k.body.insert(k.body.end(), {static_cast<uint32_t>(rt::TileOpcode::Unary), static_cast<uint32_t>(*u), r, ops[0]});
       } else {
         auto b = tile_binary(n.op_type);

@@ -3,6 +3,7 @@
 #include <chrono>
 
 #include "ir/verifier.h"
+#include "passes/canonicalize.h"
 #include "passes/dce.h"
 #include "passes/fold_constants.h"
 #include "passes/infer_shapes.h"
@@ -27,6 +28,12 @@ std::string run_fold_constants(Model& m, const PassContext& c) {
   if (s.too_large)
     note += "; " + std::to_string(s.too_large) + " with constant inputs left as run-time work (results over " +
             "max_fold_elements = " + std::to_string(c.limits.max_fold_elements) + ")";
+  return note;
+}
+std::string run_canonicalize(Model& m, const PassContext& c) {
+  std::string note;
+  for (const auto& [name, count] : canonicalize(m, c.user_patterns))
+    note += (note.empty() ? "" : ", ") + name + " " + std::to_string(count);
   return note;
 }
 std::string run_remove_identities(Model& m, const PassContext&) {

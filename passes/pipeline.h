@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "ir/graph.h"
+#include "passes/pattern.h"
 #include "support/limits.h"
 
 namespace cuvil {
@@ -17,6 +18,7 @@ namespace cuvil {
 // What every pass may consult.
 struct PassContext {
   CompileLimits limits;
+  std::vector<Pattern> user_patterns;  // `patterns:` of the config
 };
 
 struct PassInfo {

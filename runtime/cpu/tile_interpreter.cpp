@@ -101,6 +101,13 @@ inline float apply_unary(UnaryFn f, float x) {
     case UnaryFn::Softplus: return x > 20.f ? x : std::log1p(std::exp(x));
     case UnaryFn::Softsign: return x / (1.f + std::fabs(x));
     case UnaryFn::Identity: return x;
+    // The same expressions as kernel_Gelu (runtime/cpu/ops/elementwise.cpp), so fused and
+    // unfused results agree bit for bit.
+    case UnaryFn::Gelu: return 0.5f * x * (1.f + std::erf(x * 0.70710678118654752440f));
+    case UnaryFn::GeluTanh: {
+      const float k = 0.79788456080286535588f;
+      return 0.5f * x * (1.f + std::tanh(k * (x + 0.044715f * x * x * x)));
+    }
     case UnaryFn::kCount: break;
   }
   return x;
