@@ -90,6 +90,7 @@ Model load_and_infer(const std::string& path, const CompileOptions& options,
   PipelineOptions po;
   po.stop_after = flags.stop_after;
   po.context.limits = options.limits;
+  po.context.user_patterns = options.patterns;
   if (flags.print_after_all)
     po.after_pass = [](const PassRecord& r, const Model& model) {
       std::cerr << "// IR after pass " << r.name << " (nodes " << r.nodes_before << " -> " << r.nodes_after
@@ -270,12 +271,22 @@ int run_compile(const std::string& path, std::string emit, std::string output, c
   auto stage = Clock::now();
   codegen::LowerOptions lo;
   lo.fuse_elementwise = options.fusion;
+  for (const Pattern& p : options.patterns) {
+    if (p.action == Pattern::Action::Rewrite) continue;
+    const auto matches = find_matches(m, p);
+    report.pattern_matches.emplace_back(p.name, static_cast<int64_t>(matches.size()));
+    for (const auto& names : matches) {
+      if (p.action == Pattern::Action::Keep) lo.keep_unfused.insert(names.begin(), names.end());
+      else lo.fuse.push_back({p.name, names});
+    }
+  }
   codegen::LoweredModel lowered = codegen::lower_model(m, lo);
   report.lower_ms = ms_since(stage);
   report.tile_kernels = lowered.fused_kernels;
   report.fused_nodes = lowered.fused_nodes;
   report.op_calls = lowered.call_ops;
   report.arena_bytes = lowered.arena_expr;
+  report.kernel_nodes = lowered.kernel_nodes;
   if (emit == "bytecode") {
     std::string text = rt::disassemble(lowered.program);
     if (output.empty() || output == "-") std::cout << text;

@@ -70,6 +70,17 @@ std::string report_to_json(const CompileReport& r) {
   os << "  \"tile_kernels\": " << r.tile_kernels << ",\n";
   os << "  \"fused_nodes\": " << r.fused_nodes << ",\n";
   os << "  \"op_calls\": " << r.op_calls << ",\n";
+  os << "  \"tile_kernel_nodes\": [";
+  for (size_t k = 0; k < r.kernel_nodes.size(); ++k) {
+    os << (k ? ",\n    [" : "\n    [");
+    for (size_t i = 0; i < r.kernel_nodes[k].size(); ++i) os << (i ? ", " : "") << json_string(r.kernel_nodes[k][i]);
+    os << "]";
+  }
+  os << (r.kernel_nodes.empty() ? "],\n" : "\n  ],\n");
+  os << "  \"pattern_matches\": {";
+  for (size_t i = 0; i < r.pattern_matches.size(); ++i)
+    os << (i ? ", " : "") << json_string(r.pattern_matches[i].first) << ": " << r.pattern_matches[i].second;
+  os << "},\n";
   os << "  \"arena_bytes\": " << json_string(r.arena_bytes) << ",\n";
   os << "  \"package_bytes\": " << r.package_bytes << ",\n";
   os << "  \"time_ms\": {\"import\": " << ms(r.import_ms) << ", \"passes\": " << ms(r.passes_ms)

@@ -18,6 +18,8 @@ struct CompileReport {
   int64_t nodes_imported = 0, nodes_after_passes = 0;
   int64_t tile_kernels = 0, fused_nodes = 0, op_calls = 0, package_bytes = 0;
   std::string arena_bytes;  // symbolic
+  std::vector<std::vector<std::string>> kernel_nodes;              // per tile kernel, its nodes
+  std::vector<std::pair<std::string, int64_t>> pattern_matches;    // fuse/keep patterns: matches
 };
 
 std::string report_to_json(const CompileReport& report);

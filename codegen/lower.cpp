@@ -370,6 +370,7 @@ class Lowerer {
     std::vector<int> group_of_node(g.nodes.size(), -1);
     for (size_t i = 0; i < g.nodes.size(); ++i) {
       const Node& n = g.nodes[i];
+      if (opt_.keep_unfused.count(n.name)) continue;
       if (opt_.fuse_elementwise && loop_kernel(g, n)) {  // elementwise ops may join as an epilogue
         groups_.push_back(Group{&g, {i}, n.outputs[0], shape_of(g, n.outputs[0]), true});
         group_of_node[i] = static_cast<int>(groups_.size()) - 1;
@@ -406,7 +407,39 @@ class Lowerer {
       group_of_value[n.outputs[0]] = join;
       group_of_node[i] = join;
     }
+    check_fuse_requests(g, group_of_node);
     return group_of_node;
+  }
+
+  // Every fuse request whose nodes are in `g` must be one group; otherwise say why not.
+  void check_fuse_requests(const Graph& g, const std::vector<int>& group_of_node) const {
+    std::map<std::string, size_t> index_of;
+    for (size_t i = 0; i < g.nodes.size(); ++i) index_of.emplace(g.nodes[i].name, i);
+    for (const FuseRequest& r : opt_.fuse) {
+      if (r.nodes.empty() || !index_of.count(r.nodes.front())) continue;
+      std::set<int> groups;
+      std::string list;
+      for (const std::string& name : r.nodes) list += (list.empty() ? "'" : ", '") + name + "'";
+      for (const std::string& name : r.nodes) {
+        auto it = index_of.find(name);
+        if (it == index_of.end()) continue;
+        const Node& n = g.nodes[it->second];
+        const int grp = group_of_node[it->second];
+        if (grp < 0)
+          fail(ExitCode::kUnsupported, "pattern '", r.pattern, "' asks to fuse ", list, " into one tile kernel, but node '",
+               name, "' (", n.op_type, ") has no tile form here",
+               opt_.fuse_elementwise ? (opt_.keep_unfused.count(name) ? " (a keep pattern names it)"
+                                                                       : " (tile kernels take float32 elementwise ops, exact "
+                                                                         "casts, and reductions or MatMul/Gemm with "
+                                                                         "elementwise epilogues)")
+                                     : " (fusion is off)");
+        groups.insert(grp);
+      }
+      if (groups.size() > 1)
+        fail(ExitCode::kUnsupported, "pattern '", r.pattern, "' asks to fuse ", list, " into one tile kernel, but they fall into ",
+             groups.size(), " kernels (a kernel grows only through a value with one reader, over the same iteration "
+             "domain, up to 12 ops)");
+    }
   }
 
   // Builds the tile kernel of a group; returns its index.
@@ -953,6 +986,9 @@ class Lowerer {
       switch (s.kind) {
         case Step::Kind::kKernel: {
           uint32_t k = emit_kernel(groups_[s.index]);
+          std::vector<std::string> names;
+          for (size_t ni : groups_[s.index].nodes) names.push_back(groups_[s.index].graph->nodes[ni].name);
+          out_.kernel_nodes.push_back(std::move(names));
           code.insert(code.end(), {static_cast<uint32_t>(rt::Opcode::RunKernel), k});
           out_.fused_kernels++;
           out_.fused_nodes += static_cast<int>(groups_[s.index].nodes.size());

@@ -12,6 +12,7 @@
 // After: a Program that runtime/verifier.cpp accepts.
 #pragma once
 
+#include <set>
 #include <string>
 #include <vector>
 
@@ -20,8 +21,18 @@
 
 namespace cuvil::codegen {
 
+// Nodes a user pattern (`action: fuse` in a cuvilc config) asks to become one tile kernel.
+struct FuseRequest {
+  std::string pattern;
+  std::vector<std::string> nodes;  // node names, all in one graph
+};
+
 struct LowerOptions {
   bool fuse_elementwise = true;
+  // Node names never fused into a tile kernel (`action: keep`): each runs as its own op call.
+  std::set<std::string> keep_unfused;
+  // Each request must come out as exactly one tile kernel, or lowering fails (exit 4) saying why.
+  std::vector<FuseRequest> fuse;
 };
 
 struct LoweredModel {
@@ -29,6 +40,7 @@ struct LoweredModel {
   std::vector<uint8_t> weights;
   std::string arena_expr;          // symbolic arena size, for reports
   std::string intermediates_expr;  // symbolic sum of all intermediate sizes
+  std::vector<std::vector<std::string>> kernel_nodes;  // per tile kernel, the nodes it fuses
   int fused_kernels = 0;
   int fused_nodes = 0;
   int call_ops = 0;

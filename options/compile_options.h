@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "ir/symbolic.h"
+#include "passes/pattern.h"
 #include "support/limits.h"
 
 namespace cuvil {
@@ -25,6 +26,9 @@ struct CompileOptions {
   bool fusion = true;
   // Resource caps (`limits:` / --max-...): support/limits.def.
   CompileLimits limits;
+  // User-declared patterns (`patterns:`): rewrites join the canonicalize pass; fuse and keep
+  // requests go to lowering.
+  std::vector<Pattern> patterns;
 };
 
 // The largest config file cuvilc reads; configs are hand-written, so this is generous.

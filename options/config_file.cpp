@@ -10,6 +10,7 @@
 #include <yaml-cpp/yaml.h>
 
 #include <algorithm>
+#include <cmath>
 #include <charconv>
 #include <cerrno>
 #include <cstring>
@@ -68,6 +69,34 @@ class ConfigReader {
     auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), out);
     if (s.empty() || ec != std::errc() || end != s.data() + s.size() || out < 0)
       fail_at(v.Mark(), path, ": expected a non-negative integer, got '", s, "'");
+    return out;
+  }
+
+  double number(const YAML::Node& v, const std::string& path) const {
+    const std::string s = scalar(v, path, "a number");
+    double out = 0;
+    auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), out);
+    if (s.empty() || ec != std::errc() || end != s.data() + s.size() || !std::isfinite(out))
+      fail_at(v.Mark(), path, ": expected a number, got '", s, "'");
+    return out;
+  }
+
+  std::string name(const YAML::Node& v, const std::string& path) const {
+    const std::string s = scalar(v, path, "a name");
+    if (s.empty()) fail_at(v.Mark(), path, ": expected a name, got an empty string");
+    return s;
+  }
+
+  // Calls visit(item, path) for every element of a list.
+  void for_each_item(const YAML::Node& list, const std::string& path,
+                     const std::function<void(const YAML::Node&, const std::string&)>& visit) const {
+    if (!list.IsSequence()) fail_at(list.Mark(), path, " must be a list, got ", kind_name(list));
+    for (size_t i = 0; i < list.size(); ++i) visit(list[i], path + "[" + std::to_string(i) + "]");
+  }
+
+  std::vector<std::string> names(const YAML::Node& list, const std::string& path) const {
+    std::vector<std::string> out;
+    for_each_item(list, path, [&](const YAML::Node& item, const std::string& p) { out.push_back(name(item, p)); });
     return out;
   }
 
@@ -133,11 +162,163 @@ void read_limits(const ConfigReader& r, const YAML::Node& v, const std::string& 
   });
 }
 
+PatternNode read_pattern_node(const ConfigReader& r, const YAML::Node& v, const std::string& path) {
+  PatternNode n;
+  bool has_op = false, has_output = false;
+  r.for_each_entry(v, path, {"op", "inputs", "output", "reduce_last_axis"},
+                   [&](const std::string& key, const YAML::Node& value, const std::string& full) {
+                     if (key == "op") {
+                       n.op = r.name(value, full);
+                       has_op = true;
+                       if (!op_from_name("", n.op)) r.fail_at(value.Mark(), full, ": unknown op '", n.op, "'");
+                     } else if (key == "inputs") {
+                       n.inputs = r.names(value, full);
+                     } else if (key == "output") {
+                       n.output = r.name(value, full);
+                       has_output = true;
+                     } else {
+                       n.reduce_last_axis = r.boolean(value, full);
+                     }
+                   });
+  if (!has_op) r.fail_at(v.Mark(), path, ": a match node needs 'op'");
+  if (!has_output) r.fail_at(v.Mark(), path, ": a match node needs 'output' (the variable its result binds)");
+  return n;
+}
+
+PatternConstant read_pattern_constant(const ConfigReader& r, const YAML::Node& v, const std::string& path) {
+  PatternConstant c;
+  c.tolerance = 1e-6;
+  if (v.IsScalar() && v.Scalar() == "any") {
+    c.any_value = true;
+    c.tolerance = 0;
+    return c;
+  }
+  if (v.IsScalar()) {
+    c.value = r.number(v, path);
+    return c;
+  }
+  bool has_value = false;
+  r.for_each_entry(v, path, {"value", "tolerance"}, [&](const std::string& key, const YAML::Node& value, const std::string& full) {
+    if (key == "value") {
+      c.value = r.number(value, full);
+      has_value = true;
+    } else {
+      c.tolerance = r.number(value, full);
+      if (c.tolerance < 0) r.fail_at(value.Mark(), full, ": a tolerance cannot be negative");
+    }
+  });
+  if (!has_value) r.fail_at(v.Mark(), path, ": expected a number, 'any' or {value: N, tolerance: T}");
+  return c;
+}
+
+PatternAttr read_rewrite_attr(const ConfigReader& r, const std::string& key, const YAML::Node& v, const std::string& path) {
+  PatternAttr a;
+  a.name = key;
+  if (v.IsMap()) {
+    r.for_each_entry(v, path, {"constant"}, [&](const std::string&, const YAML::Node& value, const std::string& full) {
+      a.kind = PatternAttr::Kind::FloatOfConstant;
+      a.s = r.name(value, full);
+    });
+    if (a.kind != PatternAttr::Kind::FloatOfConstant) r.fail_at(v.Mark(), path, ": expected {constant: VARIABLE}");
+    return a;
+  }
+  const std::string s = r.scalar(v, path, "an integer, a number, a string or {constant: VARIABLE}");
+  int64_t i = 0;
+  double f = 0;
+  if (auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), i); !s.empty() && ec == std::errc() && end == s.data() + s.size()) {
+    a.kind = PatternAttr::Kind::Int;
+    a.i = i;
+  } else if (auto [end2, ec2] = std::from_chars(s.data(), s.data() + s.size(), f);
+             !s.empty() && ec2 == std::errc() && end2 == s.data() + s.size()) {
+    a.kind = PatternAttr::Kind::Float;
+    a.f = f;
+  } else {
+    a.kind = PatternAttr::Kind::String;
+    a.s = s;
+  }
+  return a;
+}
+
+void read_rewrite(const ConfigReader& r, const YAML::Node& v, const std::string& path, Pattern& p) {
+  bool has_op = false;
+  r.for_each_entry(v, path, {"op", "opset", "inputs", "attributes"},
+                   [&](const std::string& key, const YAML::Node& value, const std::string& full) {
+                     if (key == "op") {
+                       p.rewrite_op = r.name(value, full);
+                       has_op = true;
+                       if (!op_from_name("", p.rewrite_op)) r.fail_at(value.Mark(), full, ": unknown op '", p.rewrite_op, "'");
+                     } else if (key == "opset") {
+                       p.rewrite_opset = static_cast<int>(std::min<int64_t>(r.non_negative_integer(value, full), 1000));
+                     } else if (key == "inputs") {
+                       r.for_each_item(value, full, [&](const YAML::Node& item, const std::string& ip) {
+                         // '_' leaves an optional input out, as in the IR text.
+                         const std::string in = r.name(item, ip);
+                         p.rewrite_inputs.push_back(in == "_" ? "" : in);
+                       });
+                     } else {
+                       r.for_each_entry(value, full, {}, [&](const std::string& k, const YAML::Node& av, const std::string& ap) {
+                         p.rewrite_attrs.push_back(read_rewrite_attr(r, k, av, ap));
+                       });
+                     }
+                   });
+  if (!has_op) r.fail_at(v.Mark(), path, ": a rewrite needs 'op'");
+  if (p.rewrite_opset == 0) r.fail_at(v.Mark(), path, ": a rewrite needs 'opset' (the ONNX opset the new node follows)");
+}
+
+void read_patterns(const ConfigReader& r, const YAML::Node& v, const std::string& path, CompileOptions& o) {
+  if (v.IsNull()) return;
+  r.for_each_item(v, path, [&](const YAML::Node& item, const std::string& ppath) {
+    Pattern p;
+    bool has_action = false, has_rewrite = false;
+    YAML::Mark rewrite_mark;
+    r.for_each_entry(item, ppath, {"name", "action", "match", "constants", "root", "rewrite"},
+                     [&](const std::string& key, const YAML::Node& value, const std::string& full) {
+                       if (key == "name") {
+                         p.name = r.name(value, full);
+                       } else if (key == "action") {
+                         const std::string a = r.scalar(value, full, "fuse, rewrite or keep");
+                         has_action = true;
+                         if (a == "fuse") p.action = Pattern::Action::Fuse;
+                         else if (a == "rewrite") p.action = Pattern::Action::Rewrite;
+                         else if (a == "keep") p.action = Pattern::Action::Keep;
+                         else r.fail_at(value.Mark(), full, ": expected fuse, rewrite or keep, got '", a, "'");
+                       } else if (key == "match") {
+                         r.for_each_item(value, full, [&](const YAML::Node& n, const std::string& np) {
+                           p.nodes.push_back(read_pattern_node(r, n, np));
+                         });
+                       } else if (key == "constants") {
+                         r.for_each_entry(value, full, {}, [&](const std::string& var, const YAML::Node& c, const std::string& cp) {
+                           p.constants[var] = read_pattern_constant(r, c, cp);
+                         });
+                       } else if (key == "root") {
+                         p.root = r.name(value, full);
+                       } else {
+                         has_rewrite = true;
+                         rewrite_mark = value.Mark();
+                         read_rewrite(r, value, full, p);
+                       }
+                     });
+    if (p.name.empty()) r.fail_at(item.Mark(), ppath, ": a pattern needs a 'name'");
+    if (!has_action) r.fail_at(item.Mark(), ppath, ": pattern '", p.name, "' needs an 'action' (fuse, rewrite or keep)");
+    if (p.nodes.empty()) r.fail_at(item.Mark(), ppath, ": pattern '", p.name, "' needs a non-empty 'match' list");
+    if (p.root.empty()) p.root = p.nodes.back().output;
+    if (p.action == Pattern::Action::Rewrite && !has_rewrite)
+      r.fail_at(item.Mark(), ppath, ": pattern '", p.name, "' has action rewrite but no 'rewrite'");
+    if (p.action != Pattern::Action::Rewrite && has_rewrite)
+      r.fail_at(rewrite_mark, ppath, ": pattern '", p.name, "' has a 'rewrite' but its action is not rewrite");
+    for (const Pattern& other : o.patterns)
+      if (other.name == p.name) r.fail_at(item.Mark(), ppath, ": a second pattern named '", p.name, "'");
+    if (const std::string problem = check_pattern(p); !problem.empty()) r.fail_at(item.Mark(), ppath, ": ", problem);
+    o.patterns.push_back(std::move(p));
+  });
+}
+
 constexpr TopLevelKey kTopLevelKeys[] = {
     {"version", read_version},
     {"dims", read_dims},
     {"fusion", read_fusion},
     {"limits", read_limits},
+    {"patterns", read_patterns},
 };
 
 }  // namespace

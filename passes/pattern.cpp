@@ -205,6 +205,26 @@ int64_t sweep(Graph& g, const Pattern& p) {
   return static_cast<int64_t>(replacement.size());
 }
 
+void find_in_graph(const Graph& g, const Pattern& p, std::vector<std::vector<std::string>>& out) {
+  for (const Node& n : g.nodes)
+    for (const auto& [key, a] : n.attrs) {
+      if (a.g) find_in_graph(*a.g, p, out);
+      for (const auto& sg : a.graphs) find_in_graph(*sg, p, out);
+    }
+  std::vector<bool> taken(g.nodes.size(), false);
+  for (size_t gi = 0; gi < g.nodes.size(); ++gi) {
+    Matcher matcher(g, p, taken);
+    Match m;
+    if (!matcher.match_root(gi, m)) continue;
+    std::vector<std::string> names;
+    for (const auto& [pi, node] : m.node_of) {
+      taken[node] = true;
+      names.push_back(g.nodes[node].name);
+    }
+    out.push_back(std::move(names));
+  }
+}
+
 void apply_in_graph(Graph& g, const std::vector<Pattern>& patterns, std::map<std::string, int64_t>& counts) {
   for_each_subgraph(g, [&](Graph& s) { apply_in_graph(s, patterns, counts); });
   // A rewrite can complete another pattern's match; a few rounds reach the fixed point of
@@ -212,6 +232,7 @@ void apply_in_graph(Graph& g, const std::vector<Pattern>& patterns, std::map<std
   for (int round = 0; round < 8; ++round) {
     int64_t changed = 0;
     for (const Pattern& p : patterns) {
+      if (p.action != Pattern::Action::Rewrite) continue;
       const int64_t n = sweep(g, p);
       if (n) counts[p.name] += n;
       changed += n;
@@ -236,6 +257,9 @@ std::string check_pattern(const Pattern& p) {
   auto bound = [&](const std::string& v) { return vars.count(v) || produced.count(v); };
   for (const auto& [var, c] : p.constants)
     if (!vars.count(var)) return "pattern '" + p.name + "': constant '" + var + "' is no node's input";
+  for (const std::string& v : p.last_axis_vectors)
+    if (!bound(v)) return "pattern '" + p.name + "': '" + v + "' is not a variable of the match";
+  if (p.action != Pattern::Action::Rewrite) return "";
   auto rewrite = op_from_name("", p.rewrite_op);
   if (!rewrite) return "pattern '" + p.name + "': unknown rewrite op '" + p.rewrite_op + "'";
   if (p.rewrite_opset < 1) return "pattern '" + p.name + "': the rewrite needs an opset";
@@ -245,9 +269,13 @@ std::string check_pattern(const Pattern& p) {
   for (const PatternAttr& a : p.rewrite_attrs)
     if (a.kind == PatternAttr::Kind::FloatOfConstant && !p.constants.count(a.s))
       return "pattern '" + p.name + "': attribute '" + a.name + "' takes '" + a.s + "', which is not a constant";
-  for (const std::string& v : p.last_axis_vectors)
-    if (!bound(v)) return "pattern '" + p.name + "': '" + v + "' is not a variable of the match";
   return "";
+}
+
+std::vector<std::vector<std::string>> find_matches(const Model& model, const Pattern& pattern) {
+  std::vector<std::vector<std::string>> out;
+  find_in_graph(*model.graph, pattern, out);
+  return out;
 }
 
 std::map<std::string, int64_t> apply_patterns(Model& model, const std::vector<Pattern>& patterns) {

@@ -42,6 +42,9 @@ struct PatternAttr {
 };
 
 struct Pattern {
+  // rewrite: the match becomes one node (below). fuse: the matched nodes must become one tile
+  // kernel (lowering fails saying why not). keep: the matched nodes are never fused.
+  enum class Action { Rewrite, Fuse, Keep } action = Action::Rewrite;
   std::string name;
   std::vector<PatternNode> nodes;
   std::map<std::string, PatternConstant> constants;  // variable -> a constant tensor of this value
@@ -61,9 +64,12 @@ struct Pattern {
 // is well formed. Checked before use for user patterns, and by a test for the built-in ones.
 std::string check_pattern(const Pattern& pattern);
 
-// Applies every pattern, in order, everywhere in the model (subgraphs included), until none
-// matches; returns the number of rewrites per pattern name.
+// Applies every rewrite pattern (others are skipped), in order, everywhere in the model
+// (subgraphs included), until none matches; returns the number of rewrites per pattern name.
 std::map<std::string, int64_t> apply_patterns(Model& model, const std::vector<Pattern>& patterns);
+
+// The names of the nodes of every (non-overlapping) match of `pattern`, in every graph.
+std::vector<std::vector<std::string>> find_matches(const Model& model, const Pattern& pattern);
 
 // The built-in canonicalisation rules: exporter idioms rewritten to one op.
 const std::vector<Pattern>& builtin_patterns();

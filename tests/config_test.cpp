@@ -175,3 +175,115 @@ TEST(Config, CuvilcReadsConfigAndCommandLineOverrides) {
 
 }  // namespace
 }  // namespace cuvil
+
+namespace cuvil {
+namespace {
+
+constexpr const char* kQuickGeluFuse =
+    "patterns:\n"
+    "  - name: quick_gelu\n"
+    "    action: fuse\n"
+    "    match:\n"
+    "      - {op: Mul, inputs: [x, k], output: a}\n"
+    "      - {op: Sigmoid, inputs: [a], output: s}\n"
+    "      - {op: Mul, inputs: [x, s], output: y}\n"
+    "    constants:\n"
+    "      k: {value: 1.702, tolerance: 1e-4}\n";
+
+TEST(ConfigPatterns, AreRead) {
+  CompileOptions o = parse_config(std::string(kQuickGeluFuse) +
+                                      "  - name: relu_relu\n"
+                                      "    action: rewrite\n"
+                                      "    match:\n"
+                                      "      - {op: Relu, inputs: [x], output: a}\n"
+                                      "      - {op: Relu, inputs: [a], output: b}\n"
+                                      "    rewrite: {op: Relu, opset: 14, inputs: [x], attributes: {note: 3, scale: 0.5, "
+                                      "how: fast}}\n",
+                                  "c.yaml");
+  ASSERT_EQ(o.patterns.size(), 2u);
+  const Pattern& q = o.patterns[0];
+  EXPECT_EQ(q.action, Pattern::Action::Fuse);
+  EXPECT_EQ(q.nodes.size(), 3u);
+  EXPECT_EQ(q.root, "y");
+  EXPECT_DOUBLE_EQ(q.constants.at("k").value, 1.702);
+  EXPECT_DOUBLE_EQ(q.constants.at("k").tolerance, 1e-4);
+  const Pattern& r = o.patterns[1];
+  EXPECT_EQ(r.action, Pattern::Action::Rewrite);
+  EXPECT_EQ(r.rewrite_op, "Relu");
+  EXPECT_EQ(r.rewrite_opset, 14);
+  ASSERT_EQ(r.rewrite_attrs.size(), 3u);
+  EXPECT_EQ(r.rewrite_attrs[0].kind, PatternAttr::Kind::Int);
+  EXPECT_EQ(r.rewrite_attrs[1].kind, PatternAttr::Kind::Float);
+  EXPECT_EQ(r.rewrite_attrs[2].kind, PatternAttr::Kind::String);
+}
+
+TEST(ConfigPatterns, BadPatterns) {
+  EXPECT_EQ(config_error("patterns:\n  - name: p\n    action: fuse\n    match:\n      - {op: Frob, inputs: [x], output: y}\n"),
+            "c.yaml:5:14: patterns[0].match[0].op: unknown op 'Frob'");
+  EXPECT_EQ(config_error("patterns:\n  - name: p\n    match:\n      - {op: Relu, inputs: [x], output: y}\n"),
+            "c.yaml:2:5: patterns[0]: pattern 'p' needs an 'action' (fuse, rewrite or keep)");
+  EXPECT_EQ(config_error("patterns:\n  - name: p\n    action: melt\n"),
+            "c.yaml:3:13: patterns[0].action: expected fuse, rewrite or keep, got 'melt'");
+  EXPECT_EQ(config_error("patterns:\n  - name: p\n    action: fuse\n    match:\n      - {op: Relu, input: [x], output: y}\n"),
+            "c.yaml:5:20: unknown key 'patterns[0].match[0].input' (known under 'patterns[0].match[0]': op, inputs, "
+            "output, reduce_last_axis)");
+  EXPECT_EQ(config_error("patterns:\n  - name: p\n    action: rewrite\n    match:\n      - {op: Relu, inputs: [x], output: y}\n"
+                         "    rewrite: {op: Relu, inputs: [x]}\n"),
+            "c.yaml:6:14: patterns[0].rewrite: a rewrite needs 'opset' (the ONNX opset the new node follows)");
+  EXPECT_EQ(config_error("patterns:\n  - name: p\n    action: keep\n    root: z\n    match:\n"
+                         "      - {op: Relu, inputs: [x], output: y}\n"),
+            "c.yaml:2:5: patterns[0]: pattern 'p': root 'z' is no node's output");
+  EXPECT_EQ(config_error("patterns:\n  - name: p\n    action: rewrite\n    match:\n      - {op: Relu, inputs: [x], output: y}\n"
+                         "    rewrite: {op: Relu, opset: 14, inputs: [q]}\n"),
+            "c.yaml:2:5: patterns[0]: pattern 'p': rewrite input 'q' is not an input variable of the match");
+  EXPECT_EQ(config_error("patterns:\n  - name: p\n    action: keep\n    match:\n      - {op: Relu, inputs: [x], output: y}\n"
+                         "    constants: {x: lots}\n"),
+            "c.yaml:6:20: patterns[0].constants.x: expected a number, got 'lots'");
+}
+
+// x * Sigmoid(1.702 * x) over x: f32[2, 8]; node names m1, sig, m2.
+onnx::ModelProto quick_gelu_model() {
+  onnx::ModelProto m = test::make_model();
+  auto* g = m.mutable_graph();
+  test::add_input(g, "x", onnx::TensorProto::FLOAT, {2, 8});
+  test::add_output(g, "y", onnx::TensorProto::FLOAT, {2, 8});
+  *g->add_initializer() = test::make_float_tensor("k", {}, {1.702f});
+  test::add_node(g, "Mul", {"x", "k"}, {"a"}, "m1");
+  test::add_node(g, "Sigmoid", {"a"}, {"s"}, "sig");
+  test::add_node(g, "Mul", {"x", "s"}, {"y"}, "m2");
+  return m;
+}
+
+TEST(ConfigPatterns, FuseKeepAndRewriteReachTheCompile) {
+  test::TempDir dir;
+  const std::string model = test::write_model(dir.path(), quick_gelu_model(), "m.onnx");
+  const std::string cfg = dir.file("c.yaml"), report = dir.file("r.json"), out = dir.file("m.cuvir");
+  std::ofstream(cfg) << kQuickGeluFuse;
+  test::RunResult r = test::run_tool(dir.path(), CUVIL_CUVILC, {"compile", model, "--config", cfg, "-o", out, "--report", report});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const std::string json = test::read_bytes(report);
+  EXPECT_NE(json.find("\"quick_gelu\": 1"), std::string::npos) << json;
+  EXPECT_NE(json.find("[\"m1\", \"sig\", \"m2\"]"), std::string::npos) << json;
+
+  // keep the Sigmoid out of any kernel: the fuse request cannot hold, and says why.
+  std::ofstream(cfg) << kQuickGeluFuse
+                     << "  - name: no_sigmoid\n    action: keep\n    match:\n      - {op: Sigmoid, inputs: [a], output: s}\n";
+  r = test::run_tool(dir.path(), CUVIL_CUVILC, {"compile", model, "--config", cfg, "-o", out});
+  EXPECT_EQ(r.exit_code, 4);
+  EXPECT_NE(r.err.find("pattern 'quick_gelu' asks to fuse 'm1', 'sig', 'm2' into one tile kernel, but node 'sig' "
+                       "(Sigmoid) has no tile form here (a keep pattern names it)"),
+            std::string::npos)
+      << r.err;
+
+  // A user rewrite: Sigmoid(a) -> HardSigmoid(a) (not the same function: the IR shows it happened).
+  std::ofstream(cfg) << "patterns:\n  - name: hard\n    action: rewrite\n    match:\n"
+                        "      - {op: Sigmoid, inputs: [a], output: s}\n"
+                        "    rewrite: {op: HardSigmoid, opset: 6, inputs: [a], attributes: {alpha: 0.25}}\n";
+  r = test::run_tool(dir.path(), CUVIL_CUVILC, {"compile", model, "--config", cfg, "--emit", "ir"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("HardSigmoid<6>(%a) {alpha = 0.25f} @\"sig\""), std::string::npos) << r.out;
+  EXPECT_EQ(r.out.find("Sigmoid<"), r.out.find("HardSigmoid<") + 4) << r.out;
+}
+
+}  // namespace
+}  // namespace cuvil
