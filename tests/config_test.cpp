@@ -68,7 +68,7 @@ TEST(Config, EveryLimitHasAYamlKey) {
 
 TEST(Config, UnknownTopLevelKey) {
   EXPECT_EQ(config_error("fusion: true\nfusoin: false\n"),
-            "c.yaml:2:1: unknown key 'fusoin' (known: version, dims, fusion, limits)");
+            "c.yaml:2:1: unknown key 'fusoin' (known: version, dims, fusion, limits, patterns)");
 }
 
 TEST(Config, UnknownLimitKey) {
