@@ -301,6 +301,47 @@ TEST(RuntimeDeadline, WholeTensorKernelStopsBetweenChunks) {
   EXPECT_LE(g_readings.load(), 1 + 5 + 4);
 }
 
+// Inside one tile: x[16, 4096] x w[4096, 16] is one Mma tile whose reduction loop has 16
+// chunks of 256 k steps; the tile is checked before every chunk but the first, so with one
+// thread and a 5 ms deadline it stops after about five of them.
+TEST(RuntimeDeadline, MatMulTileStopsInsideItsReductionLoop) {
+  const int64_t m = 16, k = 4096, n = 16;
+  onnx::ModelProto model_proto = make_model();
+  auto* g = model_proto.mutable_graph();
+  add_input(g, "x", Tp::FLOAT, {m, k});
+  std::vector<float> w(static_cast<size_t>(k * n));
+  for (size_t i = 0; i < w.size(); ++i) w[i] = static_cast<float>(i % 7) * 0.125f;
+  *g->add_initializer() = make_float_tensor("w", {k, n}, w);
+  add_node(g, "MatMul", {"x", "w"}, {"y"}, "mm");
+  add_output(g, "y", Tp::FLOAT, {m, n});
+  ModelPtr model = load(compile(model_proto));
+  ASSERT_TRUE(model);
+  SessionPtr s = session_with(model.get(), 1, 5);
+  std::vector<float> x(static_cast<size_t>(m * k));
+  for (size_t i = 0; i < x.size(); ++i) x[i] = static_cast<float>(i % 5) * 0.25f;
+  auto run = [&] {
+    cuvil_status st = set_f32(s.get(), "x", {m, k}, x);
+    return st ? st : cuvil_session_run(s.get());
+  };
+  {
+    hooks::ScopedRunClock clock(stepping_clock);
+    reset_stepping_clock(5);
+    EXPECT_TRUE(Fails(run(), CUVIL_DEADLINE, {"deadline of 5 ms"}));
+    EXPECT_EQ(g_late_readings.load(), 1);
+    EXPECT_LE(g_readings.load(), 1 + 5 + 1) << "the tile ran on past the deadline";
+  }
+  hooks::ScopedRunClock clock(frozen_clock);
+  ASSERT_TRUE(Ok(run()));
+  const std::vector<float> y = output<float>(s.get(), 0);
+  ASSERT_EQ(y.size(), static_cast<size_t>(m * n));
+  for (int64_t i = 0; i < m; ++i)
+    for (int64_t j = 0; j < n; ++j) {
+      double want = 0;  // exact: every product and partial sum is a small multiple of 1/32
+      for (int64_t q = 0; q < k; ++q) want += double(x[i * k + q]) * double(w[q * n + j]);
+      ASSERT_EQ(y[i * n + j], static_cast<float>(want)) << i << ", " << j;
+    }
+}
+
 // ---- RuntimeCancel ----
 
 // x: f32[n], M: i64 -> a Loop of M iterations adding 1 to x -> y = x + M. With M = INT64_MAX
