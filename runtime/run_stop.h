@@ -36,7 +36,7 @@ class RunStop final : public StopCheck {
   bool should_stop() override;
   // Whether a stop has been seen in this run (no clock read).
   bool stopped() const { return reason_.load(std::memory_order_relaxed) != kNone; }
-  // The status of a stopped run; `where` says where it stopped ("before instruction 12").
+  // The status of a stopped run; `where` says where it stopped ("in instruction 12 (...)").
   Status status(const std::string& where) const;
 
  private:

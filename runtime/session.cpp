@@ -412,7 +412,7 @@ Status Session::execute() {
   for (;;) {
     // Before every instruction: a kernel that a stop cut short (its pool skipped chunks) is
     // caught here, before anything reads its output, and so is a loop that never ends.
-    if (stop_.should_stop()) return stopped_at(pc);
+    if (stop_.should_stop()) return stopped_at(pc, "before");
     auto op = static_cast<Opcode>(code[pc]);
     Status st;
     switch (op) {
@@ -459,16 +459,18 @@ Status Session::execute() {
       case Opcode::LoopExit: CUVIL_RETURN_IF_ERROR(loop_exit(code[pc + 1])); break;
       case Opcode::kCount: return make_status(StatusCode::kInvalidPackage, "bad opcode at ", pc);
     }
-    // A kernel whose chunks a stop skipped may fail on its own partial data; the stop is
-    // the cause to report.
-    if (!st.is_ok()) return stop_.stopped() ? stopped_at(pc) : st;
+    // A kernel that a stop cut short (its pool skipped chunks) ends the run here, before
+    // anything reads its outputs; if it failed, that may come from its partial data, so the
+    // stop is the cause to report.
+    if ((op == Opcode::CallOp || op == Opcode::RunKernel) && stop_.stopped()) return stopped_at(pc, "in");
+    if (!st.is_ok()) return st;
     pc += 1 + std::strlen(opcode_operands(op));
   }
 }
 
-Status Session::stopped_at(size_t pc) const {
+Status Session::stopped_at(size_t pc, const char* before_or_in) const {
   const auto op = static_cast<Opcode>(program_.code[pc]);
-  std::string where = "before instruction " + std::to_string(pc) + " (" + opcode_name(op);
+  std::string where = std::string(before_or_in) + " instruction " + std::to_string(pc) + " (" + opcode_name(op);
   if (op == Opcode::CallOp) where += " node '" + program_.nodes[program_.code[pc + 1]].name + "'";
   if (op == Opcode::RunKernel) where += " kernel " + program_.kernels[program_.code[pc + 1]].name;
   return stop_.status(where + ")");

@@ -55,7 +55,8 @@ class Session {
  private:
   Session(std::shared_ptr<const LoadedPackage> package, const SessionOptions& options);
   struct Buffer;
-  Status stopped_at(size_t pc) const;
+  // The status of a run stopped "before" or "in" the instruction at pc.
+  Status stopped_at(size_t pc, const char* before_or_in) const;
   Status bind_inputs();
   Status prepare_tensors();
   Status execute();
