@@ -108,7 +108,14 @@ inline float apply_unary(UnaryFn f, float x) {
 
 // One loop per function so each body is a simple vectorisable loop; AVX2 clones are picked at
 // load time where the CPU has it (the file is built with -O3 -fno-math-errno, CMakeLists.txt).
-__attribute__((target_clones("avx2", "default"))) void run_unary(UnaryFn f, float* d, const float* s, int64_t n) {
+// Not under ThreadSanitizer: the clones' ifunc resolvers run while the library is relocated,
+// before the TSan runtime is up, and crash the load (as in runtime/cpu/ops/linalg.cpp).
+#if !defined(__SANITIZE_THREAD__)
+#define CUVIL_TILE_CLONES __attribute__((target_clones("avx2", "default")))
+#else
+#define CUVIL_TILE_CLONES
+#endif
+CUVIL_TILE_CLONES void run_unary(UnaryFn f, float* d, const float* s, int64_t n) {
   switch (f) {
     case UnaryFn::Abs: for (int64_t i = 0; i < n; ++i) d[i] = std::fabs(s[i]); return;
     case UnaryFn::Neg: for (int64_t i = 0; i < n; ++i) d[i] = -s[i]; return;
@@ -123,7 +130,7 @@ __attribute__((target_clones("avx2", "default"))) void run_unary(UnaryFn f, floa
   }
 }
 
-__attribute__((target_clones("avx2", "default"))) void run_binary(BinaryFn f, float* d, const float* a, const float* b, int64_t n) {
+CUVIL_TILE_CLONES void run_binary(BinaryFn f, float* d, const float* a, const float* b, int64_t n) {
   switch (f) {
     case BinaryFn::Add: for (int64_t i = 0; i < n; ++i) d[i] = a[i] + b[i]; return;
     case BinaryFn::Sub: for (int64_t i = 0; i < n; ++i) d[i] = a[i] - b[i]; return;
