@@ -13,6 +13,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <memory>
 #include <random>
 #include <vector>
 
@@ -128,7 +129,13 @@ int main(int argc, char** argv) {
   }
   cuvil::rt::SessionOptions opt;
   opt.threads = threads;
-  cuvil::rt::Session session(pkg, opt);
+  std::unique_ptr<cuvil::rt::Session> owned;
+  st = cuvil::rt::Session::create(pkg, opt, &owned);
+  if (!st.is_ok()) {
+    std::fprintf(stderr, "session: %s\n", st.message().c_str());
+    return 1;
+  }
+  cuvil::rt::Session& session = *owned;
   std::vector<float> x(static_cast<size_t>(n)), y(static_cast<size_t>(n));
   std::mt19937 rng(7);
   std::uniform_real_distribution<float> dist(-2.f, 2.f);

@@ -43,7 +43,11 @@ inline bool make_runner(const std::string& bytes, bool fuse, int threads, Runner
   }
   rt::SessionOptions opt;
   opt.threads = threads;
-  r->session = std::make_unique<rt::Session>(r->pkg, opt);
+  st = rt::Session::create(r->pkg, opt, &r->session);
+  if (!st.is_ok()) {
+    std::fprintf(stderr, "session: %s\n", st.message().c_str());
+    return false;
+  }
   return true;
 }
 

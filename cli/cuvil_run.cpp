@@ -18,6 +18,7 @@
 #include <map>
 #include <new>
 #include <random>
+#include <string>
 
 #include "cli/npy.h"
 #include "cuvil.h"
@@ -130,7 +131,8 @@ void summarize(const cuvil_tensor_info& info, const void* data, size_t bytes) {
 
 int run_main(int argc, char** argv) {
   CLI::App app{"cuvil-run: run a compiled cuvil package (.cuvir) on the CPU.\n"
-               "Exit codes: 0 success, 2 bad input/shape, 3 invalid package, 5 I/O, 6 run failed."};
+               "Exit codes: 0 success, 2 bad input/shape, 3 invalid package, 5 I/O, 6 run failed\n"
+               "(also: deadline passed, a worker thread could not start)."};
   std::string model_path, output_dir;
   std::vector<std::string> inputs, shapes;
   int threads = 0, bench = 0, warmup = 3;
@@ -143,16 +145,26 @@ int run_main(int argc, char** argv) {
                                     "need neither option.");
   app.add_option("--output-dir", output_dir, "Write each output as <dir>/<name>.npy (atomically; refused when that "
                                              "names the package or an --input file)");
-  app.add_option("--threads", threads, "Worker threads (0 = all cores)")->check(CLI::NonNegativeNumber);
+  app.add_option("--threads", threads, "Worker threads, the calling one included: 0 = all cores, at most " +
+                                         std::to_string(CUVIL_MAX_THREADS))
+      ->check(CLI::NonNegativeNumber);
   app.add_option("--bench", bench, "Time N runs; print p50/p90/p99 latency and runs per second")->check(CLI::NonNegativeNumber);
   app.add_option("--warmup", warmup, "Untimed runs before --bench (default 3)")->check(CLI::NonNegativeNumber);
   app.add_option("--seed", seed, "Seed for random inputs (default 1)");
-  app.add_option("--deadline-ms", deadline_ms, "Stop a run that takes longer than this (0 = none)")->check(CLI::NonNegativeNumber);
+  app.add_option("--deadline-ms", deadline_ms,
+                 "Stop a run that takes longer than this (0 = none); checked between instructions and "
+                 "between chunks of a kernel's work (exit 6)")
+      ->check(CLI::NonNegativeNumber);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
     int rc = app.exit(e);
     return rc == 0 ? 0 : kExitUsage;
+  }
+  if (threads > CUVIL_MAX_THREADS) {
+    std::cerr << "cuvil-run: error: --threads " << threads << " is above the maximum of " << CUVIL_MAX_THREADS
+              << " threads (CUVIL_MAX_THREADS)\n";
+    return kExitUsage;
   }
 
   // Every file this run reads, so that no output is written over one (support/file_identity.h).

@@ -46,6 +46,11 @@ cuvil_status make(cuvil_status_code code, std::string message) {
   return s ? s : &g_out_of_memory;
 }
 
+static_assert(CUVIL_MAX_THREADS == cuvil::rt::kMaxSessionThreads, "one thread cap");
+static_assert(CUVIL_CANCELLED == static_cast<int>(StatusCode::kCancelled) &&
+                  CUVIL_DEADLINE == static_cast<int>(StatusCode::kDeadline),
+              "status codes match runtime/status.h");
+
 cuvil_status from(const Status& st) {
   if (st.is_ok()) return nullptr;
   return make(static_cast<cuvil_status_code>(st.code()), st.message());
@@ -214,7 +219,7 @@ cuvil_status cuvil_session_create(cuvil_model* model, const cuvil_session_option
     }
     auto s = std::make_unique<cuvil_session_s>();
     DefaultFloatEnvironment fenv;
-    s->session = std::make_unique<cuvil::rt::Session>(model->package, o);
+    if (Status st = cuvil::rt::Session::create(model->package, o, &s->session); !st.is_ok()) return from(st);
     *out_session = s.release();
     return nullptr;
   });
@@ -237,6 +242,14 @@ cuvil_status cuvil_session_run(cuvil_session* session) {
   return guarded([&]() -> cuvil_status {
     DefaultFloatEnvironment fenv;
     return from(session->session->run());
+  });
+}
+
+cuvil_status cuvil_session_cancel(cuvil_session* session) {
+  if (!session) return make(CUVIL_INVALID_ARGUMENT, "cuvil_session_cancel: null session");
+  return guarded([&]() -> cuvil_status {
+    session->session->cancel();  // takes only the run-state mutex; never waits for the run
+    return nullptr;
   });
 }
 

@@ -71,7 +71,10 @@ class OpContext {
                                  TensorView** out) = 0;
   // Number of worker threads a kernel may use through parallel_for (>= 1).
   virtual int threads() const = 0;
-  // Runs fn(begin, end) over [0, n) split into chunks across the worker threads.
+  // Runs fn(begin, end) over [0, n) split into chunks across the worker threads. When the
+  // run's deadline passes or it is cancelled, the remaining chunks are skipped; the session
+  // then fails the run before anything reads this node's outputs, so a kernel needs no check
+  // of its own (it must only not trust what a parallel_for wrote, as ever, for bounds).
   virtual void parallel_for(int64_t n, int64_t grain,
                             void (*fn)(void* arg, int64_t begin, int64_t end), void* arg) = 0;
 

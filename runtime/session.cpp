@@ -139,8 +139,6 @@ Session::Session(std::shared_ptr<const LoadedPackage> package, const SessionOpti
     : package_(std::move(package)),
       program_(package_->program()),
       options_(options),
-      pool_(options.threads > 0 ? options.threads
-                                : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()))),
       eval_(program_) {
   inputs_.resize(program_.inputs.size());
   views_.resize(program_.tensors.size());
@@ -152,6 +150,28 @@ Session::Session(std::shared_ptr<const LoadedPackage> package, const SessionOpti
     loops_[i].who_state = loops_[i].who + " state";
     loops_[i].who_scan_input = loops_[i].who + " scan input";
   }
+}
+
+Status Session::create(std::shared_ptr<const LoadedPackage> package, const SessionOptions& options,
+                       std::unique_ptr<Session>* out) {
+  out->reset();
+  if (options.threads < 0 || options.threads > kMaxSessionThreads)
+    return make_status(StatusCode::kInvalidArgument, "session options: threads = ", options.threads,
+                       " is outside [0, ", kMaxSessionThreads, "] (the maximum is CUVIL_MAX_THREADS = ",
+                       kMaxSessionThreads, ")");
+  if (options.deadline_ms < 0)
+    return make_status(StatusCode::kInvalidArgument, "session options: deadline_ms = ", options.deadline_ms,
+                       " is negative");
+  std::unique_ptr<Session> s(new Session(std::move(package), options));
+  const int threads =
+      options.threads > 0
+          ? options.threads
+          : std::clamp(static_cast<int>(std::thread::hardware_concurrency()), 1, kMaxSessionThreads);
+  Status st = s->pool_.start(threads);
+  if (!st.is_ok()) return Status(st.code(), "session: " + st.message());
+  s->pool_.set_stop_check(&s->stop_);
+  *out = std::move(s);
+  return Status::ok();
 }
 
 Session::~Session() { std::free(arena_); }
@@ -389,18 +409,17 @@ Status Session::run_kernel(uint32_t kernel_index) {
 Status Session::execute() {
   const std::vector<uint32_t>& code = program_.code;
   size_t pc = 0;
-  uint64_t steps = 0;
   for (;;) {
-    if (options_.deadline_ms > 0 && (++steps & 63) == 0 && std::chrono::steady_clock::now() > deadline_)
-      return make_status(StatusCode::kDeadline, "run exceeded its deadline of ", options_.deadline_ms, " ms");
+    // Before every instruction: a kernel that a stop cut short (its pool skipped chunks) is
+    // caught here, before anything reads its output, and so is a loop that never ends.
+    if (stop_.should_stop()) return stopped_at(pc, "before");
     auto op = static_cast<Opcode>(code[pc]);
+    Status st;
     switch (op) {
       case Opcode::End: return Status::ok();
-      case Opcode::CallOp: CUVIL_RETURN_IF_ERROR(call_op(code[pc + 1])); break;
-      case Opcode::RunKernel: CUVIL_RETURN_IF_ERROR(run_kernel(code[pc + 1])); break;
+      case Opcode::CallOp: st = call_op(code[pc + 1]); break;
+      case Opcode::RunKernel: st = run_kernel(code[pc + 1]); break;
       case Opcode::Jump:
-        if (options_.deadline_ms > 0 && std::chrono::steady_clock::now() > deadline_)
-          return make_status(StatusCode::kDeadline, "run exceeded its deadline of ", options_.deadline_ms, " ms");
         pc = code[pc + 1];
         continue;
       case Opcode::JumpIfFalse: {
@@ -435,22 +454,32 @@ Status Session::execute() {
       }
       case Opcode::LoopNext:
         CUVIL_RETURN_IF_ERROR(loop_next(code[pc + 1]));
-        if (options_.deadline_ms > 0 && std::chrono::steady_clock::now() > deadline_)
-          return make_status(StatusCode::kDeadline, "run exceeded its deadline of ", options_.deadline_ms, " ms");
         pc = code[pc + 2];
         continue;
       case Opcode::LoopExit: CUVIL_RETURN_IF_ERROR(loop_exit(code[pc + 1])); break;
       case Opcode::kCount: return make_status(StatusCode::kInvalidPackage, "bad opcode at ", pc);
     }
+    // A kernel that a stop cut short (its pool skipped chunks) ends the run here, before
+    // anything reads its outputs; if it failed, that may come from its partial data, so the
+    // stop is the cause to report.
+    if ((op == Opcode::CallOp || op == Opcode::RunKernel) && stop_.stopped()) return stopped_at(pc, "in");
+    if (!st.is_ok()) return st;
     pc += 1 + std::strlen(opcode_operands(op));
   }
+}
+
+Status Session::stopped_at(size_t pc, const char* before_or_in) const {
+  const auto op = static_cast<Opcode>(program_.code[pc]);
+  std::string where = std::string(before_or_in) + " instruction " + std::to_string(pc) + " (" + opcode_name(op);
+  if (op == Opcode::CallOp) where += " node '" + program_.nodes[program_.code[pc + 1]].name + "'";
+  if (op == Opcode::RunKernel) where += " kernel " + program_.kernels[program_.code[pc + 1]].name;
+  return stop_.status(where + ")");
 }
 
 Status Session::run() {
   last_run_ok_ = false;
   eval_.reset();
-  if (options_.deadline_ms > 0)
-    deadline_ = std::chrono::steady_clock::now() + std::chrono::milliseconds(options_.deadline_ms);
+  stop_.begin(options_.deadline_ms);
   Status st = [this]() -> Status {
     CUVIL_RETURN_IF_ERROR(bind_inputs());
     CUVIL_RETURN_IF_ERROR(prepare_tensors());
@@ -468,6 +497,7 @@ Status Session::run() {
     b.bytes = 0;
   }
   for (uint32_t t : program_.inputs) views_[t].data = nullptr;
+  stop_.end();
   last_run_ok_ = st.is_ok();
   return st;
 }

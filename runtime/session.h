@@ -2,6 +2,9 @@
 // the whole "JIT"), sizes the arena, checks every tile access of every kernel against the
 // bound shapes, and interprets the code (whole-tensor kernels through the op table, tile
 // kernels through runtime/cpu/tile_interpreter). A failed run leaves the session usable.
+// Before every instruction, and through the thread pool before every chunk of a kernel, the
+// run asks its RunStop (runtime/run_stop.h) whether its deadline has passed or another thread
+// has cancelled it.
 #pragma once
 
 #include <chrono>
@@ -14,17 +17,25 @@
 #include "runtime/op_kernel.h"
 #include "runtime/package.h"
 #include "runtime/program.h"
+#include "runtime/run_stop.h"
 
 namespace cuvil::rt {
 
+// The most worker threads a session may have, the caller included (CUVIL_MAX_THREADS).
+constexpr int kMaxSessionThreads = 256;
+
 struct SessionOptions {
-  int threads = 0;          // 0 = hardware concurrency
+  int threads = 0;          // in [0, kMaxSessionThreads]; 0 = hardware concurrency, capped
   int64_t deadline_ms = 0;  // 0 = none
 };
 
 class Session {
  public:
-  Session(std::shared_ptr<const LoadedPackage> package, const SessionOptions& options);
+  // Checks the options and starts the worker threads. On an error (options out of range,
+  // kInvalidArgument; a thread the OS refuses, kOutOfMemory) *out stays empty and no thread
+  // of the session is left running.
+  static Status create(std::shared_ptr<const LoadedPackage> package, const SessionOptions& options,
+                       std::unique_ptr<Session>* out);
   ~Session();
 
   const Program& program() const { return program_; }
@@ -34,11 +45,18 @@ class Session {
   Status set_input(const std::string& name, DType dtype, const std::vector<int64_t>& dims,
                    const void* data, size_t bytes);
   Status run();
+  // The one call that may come from another thread while run() runs: the run in progress, if
+  // any, stops at its next check with kCancelled. Without a run in progress it does nothing
+  // (the next run is not affected). Returns whether a run was in progress.
+  bool cancel() { return stop_.cancel(); }
   // Valid after a successful run until the next run.
   const TensorView* output(size_t index) const;
 
  private:
+  Session(std::shared_ptr<const LoadedPackage> package, const SessionOptions& options);
   struct Buffer;
+  // The status of a run stopped "before" or "in" the instruction at pc.
+  Status stopped_at(size_t pc, const char* before_or_in) const;
   Status bind_inputs();
   Status prepare_tensors();
   Status execute();
@@ -63,6 +81,7 @@ class Session {
   std::shared_ptr<const LoadedPackage> package_;
   const Program& program_;
   SessionOptions options_;
+  RunStop stop_;     // before pool_: the pool asks it, so it must outlive the workers
   ThreadPool pool_;
   ExprEvaluator eval_;
 
@@ -87,7 +106,6 @@ class Session {
   };
   std::vector<LoopRun> loops_;
   bool last_run_ok_ = false;
-  std::chrono::steady_clock::time_point deadline_;
 };
 
 }  // namespace cuvil::rt

@@ -17,8 +17,9 @@ enum class StatusCode : int {
   kIo = 4,               // cannot read a file
   kShape = 5,            // a dim outside the compiled range, or shapes that disagree at run time
   kRuntime = 6,          // a data-dependent failure while running (index out of range, ...)
-  kOutOfMemory = 7,
+  kOutOfMemory = 7,      // memory or another system resource (a worker thread) ran out
   kDeadline = 8,         // the run exceeded its deadline (e.g. an endless loop)
+  kCancelled = 9,        // another thread cancelled the run (cuvil_session_cancel)
 };
 
 class Status {

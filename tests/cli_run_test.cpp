@@ -218,6 +218,15 @@ TEST_F(CliRun, Bench) {
   for (const char* word : {"bench: 3 runs", "p50", "p90", "p99", "runs/s"}) EXPECT_MENTIONS(r.out, word);
 }
 
+TEST_F(CliRun, ThreadsAboveTheCapIsAUsageError) {
+  RunResult r = run({"--shape", "x=2x3", "--threads", "1000"});
+  EXPECT_EQ(r.exit_code, 2) << r.err;
+  EXPECT_MENTIONS(r.err, "--threads 1000");
+  EXPECT_MENTIONS(r.err, "maximum of 256");
+  r = run({"--shape", "x=2x3", "--threads", "256"});  // the cap itself runs
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+}
+
 TEST_F(CliRun, MissingInputTellsTheUserWhatToPass) {
   RunResult r = run({});
   EXPECT_EQ(r.exit_code, 2) << r.err;

@@ -14,6 +14,7 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <memory>
 #include <set>
 
 #include "codegen/lower.h"
@@ -80,7 +81,10 @@ std::string run_case(const fs::path& dir, Model& m) {
   if (!st.is_ok()) return "package rejected: " + st.message();
   rt::SessionOptions opt;
   opt.threads = 1;
-  rt::Session session(pkg, opt);
+  std::unique_ptr<rt::Session> owned;
+  st = rt::Session::create(pkg, opt, &owned);
+  if (!st.is_ok()) return "session: " + st.message();
+  rt::Session& session = *owned;
   const rt::Program& p = pkg->program();
   int sets = 0;
   for (int s = 0;; ++s) {

@@ -115,7 +115,14 @@ inline float apply_unary(UnaryFn f, float x) {
 
 // One loop per function so each body is a simple vectorisable loop; AVX2 clones are picked at
 // load time where the CPU has it (the file is built with -O3 -fno-math-errno, CMakeLists.txt).
-__attribute__((target_clones("avx2", "default"))) void run_unary(UnaryFn f, float* d, const float* s, int64_t n) {
+// Not under ThreadSanitizer: the clones' ifunc resolvers run while the library is relocated,
+// before the TSan runtime is up, and crash the load (as in runtime/cpu/ops/linalg.cpp).
+#if !defined(__SANITIZE_THREAD__)
+#define CUVIL_TILE_CLONES __attribute__((target_clones("avx2", "default")))
+#else
+#define CUVIL_TILE_CLONES
+#endif
+CUVIL_TILE_CLONES void run_unary(UnaryFn f, float* d, const float* s, int64_t n) {
   switch (f) {
     case UnaryFn::Abs: for (int64_t i = 0; i < n; ++i) d[i] = std::fabs(s[i]); return;
     case UnaryFn::Neg: for (int64_t i = 0; i < n; ++i) d[i] = -s[i]; return;
@@ -130,7 +137,7 @@ __attribute__((target_clones("avx2", "default"))) void run_unary(UnaryFn f, floa
   }
 }
 
-__attribute__((target_clones("avx2", "default"))) void run_binary(BinaryFn f, float* d, const float* a, const float* b, int64_t n) {
+CUVIL_TILE_CLONES void run_binary(BinaryFn f, float* d, const float* a, const float* b, int64_t n) {
   switch (f) {
     case BinaryFn::Add: for (int64_t i = 0; i < n; ++i) d[i] = a[i] + b[i]; return;
     case BinaryFn::Sub: for (int64_t i = 0; i < n; ++i) d[i] = a[i] - b[i]; return;
@@ -218,6 +225,11 @@ constexpr int64_t kMmaDepth = 256;
 constexpr int64_t kMmaTileCols = 128;
 constexpr int64_t kMmaTileRows = 256;
 constexpr int64_t kMmaRegisterElements = kMmaTileRows * kMmaTileCols;
+// Stop-check granularity inside a kernel (docs/security.md, "Runtime: threads, deadlines,
+// cancellation"): a worker asks before every chunk of at most this many tiles, and inside a
+// tile before every chunk of its reduction loop but the first (loop_chunk k steps: 256 for
+// a MatMul tile, 8M multiply-adds; the check costs a clock read, well under 1% of that).
+constexpr int64_t kMaxTilesPerChunk = 16;
 
 // Per-thread scratch: registers and the Mma packing buffers.
 struct Scratch {
@@ -517,6 +529,9 @@ Status run_tile_kernel(const Program& program, uint32_t kernel_index, ExprEvalua
       runner.run(body, 0, init_end, false, pos, scratch);
       if (has_loop) {
         for (pos.k0 = 0; pos.k0 < loop_extent; pos.k0 += chunk) {
+          // A long reduction (a MatMul tile over a large k) is also a place to stop; the
+          // tile is then left unfinished, which is fine: the run fails before it is read.
+          if (pos.k0 > 0 && pool.should_stop()) return;
           pos.kc = std::min(chunk, loop_extent - pos.k0);
           runner.run(body, init_end, loop_end, true, pos, scratch);
         }
@@ -525,8 +540,10 @@ Status run_tile_kernel(const Program& program, uint32_t kernel_index, ExprEvalua
       runner.run(body, loop_end, body.size(), false, pos, scratch);
     }
   };
-  // A few tiles per chunk keeps scheduling overhead small and load balanced.
-  pool.parallel_for(tiles, std::max<int64_t>(1, tiles / (pool.threads() * 8)), work);
+  // A few tiles per chunk keeps scheduling overhead small and load balanced; at most
+  // kMaxTilesPerChunk, since the pool checks the run's deadline and cancellation between
+  // chunks. A stopped run is reported by the session (the pool skipped chunks).
+  pool.parallel_for(tiles, std::clamp<int64_t>(tiles / (pool.threads() * 8), 1, kMaxTilesPerChunk), work);
   return Status::ok();
 }
 

@@ -6,7 +6,8 @@
  *
  * Thread safety: a cuvil_model is immutable after loading and may be shared by any number of
  * sessions on any threads. A cuvil_session is used by one thread at a time; create one
- * session per concurrent caller.
+ * session per concurrent caller. The one exception is cuvil_session_cancel, which may be
+ * called from any thread at any time while the session exists.
  */
 #ifndef CUVIL_H_
 #define CUVIL_H_
@@ -26,8 +27,9 @@ typedef enum cuvil_status_code {
   CUVIL_IO = 4,               /* the file cannot be read */
   CUVIL_SHAPE = 5,            /* a dim outside the compiled range, inconsistent dims */
   CUVIL_RUNTIME = 6,          /* data-dependent failure while running (index out of range) */
-  CUVIL_OUT_OF_MEMORY = 7,
+  CUVIL_OUT_OF_MEMORY = 7,    /* memory, or a worker thread the OS refused to start */
   CUVIL_DEADLINE = 8,         /* the run exceeded its deadline */
+  CUVIL_CANCELLED = 9,        /* the run was cancelled by cuvil_session_cancel */
 } cuvil_status_code;
 
 typedef struct cuvil_status_s* cuvil_status;
@@ -67,14 +69,27 @@ size_t cuvil_model_output_count(const cuvil_model* model);
 cuvil_status cuvil_model_input_info(const cuvil_model* model, size_t index, cuvil_tensor_info* out_info);
 cuvil_status cuvil_model_output_info(const cuvil_model* model, size_t index, cuvil_tensor_info* out_info);
 
+/* The most threads a session may have (the caller included); more is CUVIL_INVALID_ARGUMENT. */
+#define CUVIL_MAX_THREADS 256
+
 typedef struct cuvil_session_options {
-  int32_t threads;            /* worker threads incl. the caller; 0 = all cores */
-  int64_t deadline_ms;        /* a run stops with CUVIL_DEADLINE after this long; 0 = none */
+  /* Worker threads incl. the caller, in [0, CUVIL_MAX_THREADS]; 0 = all cores (at most
+   * CUVIL_MAX_THREADS). */
+  int32_t threads;
+  /* A run stops with CUVIL_DEADLINE once it has taken this long; 0 = none. Checked before
+   * every bytecode instruction and, inside kernels, before every chunk of work a thread
+   * takes (docs/security.md, "Runtime: threads, deadlines, cancellation"), so a run ends
+   * at most about one chunk per thread past the deadline. */
+  int64_t deadline_ms;
 } cuvil_session_options;
 void cuvil_session_options_init(cuvil_session_options* options);
 
+/* Starts the session's threads - 1 worker threads. If the OS refuses one, returns
+ * CUVIL_OUT_OF_MEMORY naming the thread and the OS error, with every thread it had started
+ * stopped again and *out_session NULL. */
 cuvil_status cuvil_session_create(cuvil_model* model, const cuvil_session_options* options,
                                   cuvil_session** out_session);
+/* Not while a cuvil_session_cancel on it may still be running on another thread. */
 void cuvil_session_release(cuvil_session* session);
 
 /* Binds an input by name. The data is borrowed until the next cuvil_session_run returns, and
@@ -83,8 +98,15 @@ void cuvil_session_release(cuvil_session* session);
 cuvil_status cuvil_session_set_input(cuvil_session* session, const char* name, cuvil_dtype dtype,
                                      int32_t rank, const int64_t* dims, const void* data,
                                      size_t bytes);
-/* Runs with the inputs set since the last run. All inputs must be set. */
+/* Runs with the inputs set since the last run. All inputs must be set. A run that stops
+ * early (CUVIL_DEADLINE, CUVIL_CANCELLED) leaves no output; the session stays usable. */
 cuvil_status cuvil_session_run(cuvil_session* session);
+/* Cancels the run in progress on `session`, from any thread: that run stops at its next check
+ * (the same points as the deadline's) and returns CUVIL_CANCELLED. A cancel is tied to the
+ * run in progress when it is called: with no run in progress it does nothing, and it never
+ * affects a later run. A run already past its last check returns its normal result. Returns
+ * NULL (success) whether or not a run was in progress; CUVIL_INVALID_ARGUMENT for NULL. */
+cuvil_status cuvil_session_cancel(cuvil_session* session);
 /* Output of the last successful run: info (concrete dims) and a pointer to its data, valid
  * until the next run or the session's release. */
 cuvil_status cuvil_session_get_output(cuvil_session* session, size_t index,

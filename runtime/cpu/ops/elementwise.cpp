@@ -57,6 +57,20 @@ BroadcastPlan<N> plan_broadcast(const std::vector<int64_t>& out_dims,
     p.dims.push_back(1);
     for (size_t k = 0; k < N; ++k) p.strides[k].push_back(0);
   }
+  // A long innermost dim (a whole contiguous tensor is one) becomes rows of a block of it,
+  // when a block size near kGrainElements divides it: otherwise it would be one chunk, run by
+  // one thread and past the run's deadline and cancellation checks, which come between chunks.
+  if (p.dims.back() > kGrainElements)
+    for (int64_t block = kGrainElements; block >= kGrainElements / 32; block /= 2)
+      if (p.dims.back() % block == 0) {
+        p.dims.back() /= block;
+        p.dims.push_back(block);
+        for (size_t k = 0; k < N; ++k) {
+          p.strides[k].push_back(p.strides[k].back());
+          p.strides[k][p.strides[k].size() - 2] *= block;
+        }
+        break;
+      }
   p.inner = p.dims.back();
   for (size_t d = 0; d + 1 < p.dims.size(); ++d) p.rows *= p.dims[d];
   return p;

@@ -223,7 +223,9 @@ void gemm_impl(OpContext* ctx, bool trans_a, bool trans_b, int64_t m, int64_t n,
     }
   };
   const int64_t tasks = mblocks * nchunks;
-  if (ctx && threads > 1 && tasks > 1) parallel_range(*ctx, tasks, 1, task);
+  // Through the pool even with one thread: it then runs the tasks in order on the caller,
+  // checking the run's deadline and cancellation between them (a 1024^3 product is 16 tasks).
+  if (ctx && tasks > 1) parallel_range(*ctx, tasks, 1, task);
   else task(0, tasks);
 }
 

@@ -1,0 +1,39 @@
+// Test-only fault injection and clock replacement for the runtime. Tests run as root, where
+// process limits (RLIMIT_NPROC) do not stop a thread from starting, and a real clock makes a
+// deadline's granularity a matter of luck; these hooks let a test make exactly the Nth thread
+// start fail and decide what time it is at every deadline check. They are internal (not in
+// cuvil.h, no environment variable): production code only reads them, and with no hook set
+// it costs one relaxed atomic load per use. Both are process-wide, so a test that sets one
+// restores it before it ends (ScopedRunClock / the one-shot fault do that).
+#pragma once
+
+#include <cstdint>
+
+namespace cuvil::rt::testing {
+
+// The `nth` thread start from now on (1 = the next one, counted over every session of the
+// process) fails as if the OS had refused it with `error` (an errno value, e.g. EAGAIN);
+// the fault fires once. nth = 0 disarms it.
+void inject_thread_start_failure(int nth, int error);
+
+// Replaces the clock that deadlines are measured with (nanoseconds, any origin; must be safe
+// to call from several threads at once). nullptr restores std::chrono::steady_clock.
+using RunClock = int64_t (*)();
+void set_run_clock(RunClock clock);
+
+class ScopedRunClock {
+ public:
+  explicit ScopedRunClock(RunClock clock) { set_run_clock(clock); }
+  ~ScopedRunClock() { set_run_clock(nullptr); }
+  ScopedRunClock(const ScopedRunClock&) = delete;
+  ScopedRunClock& operator=(const ScopedRunClock&) = delete;
+};
+
+// ---- read by the runtime ----
+
+// 0, or the errno value the current thread start must fail with (consumes the fault).
+int take_thread_start_fault();
+// The time for deadline checks, from the hook or steady_clock.
+int64_t run_clock_now_ns();
+
+}  // namespace cuvil::rt::testing
