@@ -21,6 +21,7 @@
 #include "runtime/expr_eval.h"
 #include "runtime/package.h"
 #include "support/error.h"
+#include "support/limits.h"
 #include "support/output_file.h"
 
 namespace cuvil {
@@ -35,16 +36,36 @@ constexpr const char* kDimHelp =
     "Names are the model's dim_params (e.g. batch, seq) or the generated <input>_dim<k> names "
     "that `cuvilc inspect` lists. Repeatable.";
 
-frontend::ImportOptions import_options(const std::vector<std::string>& dims) {
+// One option per row of support/limits.def (--max-nodes, ...), writing into `limits`; the
+// defaults are already in it. A --config file sets the same struct through limits.<yaml_key>.
+void add_limit_options(CLI::App* app, CompileLimits* limits) {
+  for (size_t i = 0; i < static_cast<size_t>(LimitId::kCount); ++i) {
+    const LimitId id = static_cast<LimitId>(i);
+    const LimitInfo& info = limit_info(id);
+    app->add_option(info.cli_flag, limit_value(*limits, id),
+                    std::string("Resource cap: ") + info.what + " (default " +
+                        std::to_string(info.default_value) + "; config key limits." +
+                        info.yaml_key + "; docs/security.md)")
+        ->check(CLI::NonNegativeNumber)
+        ->option_text("N");
+  }
+}
+
+frontend::ImportOptions import_options(const std::vector<std::string>& dims,
+                                       const CompileLimits& limits) {
   frontend::ImportOptions o;
   for (const auto& d : dims) o.dims.push_back(frontend::parse_dim_option(d));
+  o.limits = limits;
   return o;
 }
 
-Model load_and_infer(const std::string& path, const std::vector<std::string>& dims) {
-  Model m = frontend::import_onnx_file(path, import_options(dims));
+Model load_and_infer(const std::string& path, const std::vector<std::string>& dims,
+                     const CompileLimits& limits) {
+  Model m = frontend::import_onnx_file(path, import_options(dims, limits));
   verify_model(m);
-  run_passes(m);
+  PassOptions po;
+  po.limits = limits;
+  run_passes(m, po);
   return m;
 }
 
@@ -90,9 +111,10 @@ int inspect_package(const std::string& path, bool disasm) {
   return 0;
 }
 
-int run_inspect(const std::string& path, const std::vector<std::string>& dims, bool disasm) {
+int run_inspect(const std::string& path, const std::vector<std::string>& dims, bool disasm,
+                const CompileLimits& limits) {
   if (is_package(path)) return inspect_package(path, disasm);
-  Model m = load_and_infer(path, dims);
+  Model m = load_and_infer(path, dims, limits);
   const Graph& g = *m.graph;
   std::cout << "model: " << path << "\n";
   std::cout << "ir_version: " << m.ir_version << "\n";
@@ -157,8 +179,8 @@ std::string default_output(const std::string& model_path) {
 }
 
 int run_compile(const std::string& path, const std::string& emit, std::string output,
-                const std::vector<std::string>& dims, bool no_fusion) {
-  Model m = load_and_infer(path, dims);
+                const std::vector<std::string>& dims, bool no_fusion, const CompileLimits& limits) {
+  Model m = load_and_infer(path, dims, limits);
   frontend::check_supported(m);
   if (emit == "ir") {
     std::string text = model_to_string(m);
@@ -203,6 +225,8 @@ int main_impl(int argc, char** argv) {
   inspect->add_option("model", inspect_path, "ONNX model (.onnx) or compiled package (.cuvir)")->required();
   inspect->add_option("--dim", inspect_dims, kDimHelp);
   inspect->add_flag("--disasm", inspect_disasm, "For a .cuvir package: print the disassembled program");
+  CompileLimits inspect_limits;
+  add_limit_options(inspect, &inspect_limits);
   inspect->footer(kExitCodes);
 
   std::string compile_path, emit = "", output;
@@ -222,6 +246,8 @@ int main_impl(int argc, char** argv) {
                       "existing file is left untouched when the compile fails.");
   compile->add_flag("--no-fusion", no_fusion, "Do not build tile kernels (fused elementwise chains, reductions, MatMul/Gemm, casts): only CallOps");
   compile->add_option("--dim", compile_dims, kDimHelp);
+  CompileLimits compile_limits;
+  add_limit_options(compile, &compile_limits);
   compile->footer(kExitCodes);
 
   try {
@@ -230,8 +256,8 @@ int main_impl(int argc, char** argv) {
     int rc = app.exit(e);
     return rc == 0 ? 0 : static_cast<int>(ExitCode::kUsage);
   }
-  if (*inspect) return run_inspect(inspect_path, inspect_dims, inspect_disasm);
-  return run_compile(compile_path, emit, output, compile_dims, no_fusion);
+  if (*inspect) return run_inspect(inspect_path, inspect_dims, inspect_disasm, inspect_limits);
+  return run_compile(compile_path, emit, output, compile_dims, no_fusion, compile_limits);
 }
 
 }  // namespace

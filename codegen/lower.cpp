@@ -187,6 +187,14 @@ class Lowerer {
 
   // ---- tensors ----
   uint32_t add_tensor(const std::string& name, DType dtype, rt::TensorKind kind, const Shape& shape) {
+    // The package verifier refuses string tensors and unknown dtypes: refuse them here, by
+    // name, instead of writing a package the loader rejects.
+    if (dtype == DType::String)
+      fail(ExitCode::kUnsupported, "value '", name,
+           "' is a string tensor; the runtime does not support string tensors");
+    if (dtype == DType::Undefined)
+      fail(ExitCode::kUnsupported, "value '", name,
+           "' has no known element type (shape inference could not derive it)");
     rt::TensorDesc t;
     t.name = name;
     t.kind = kind;
@@ -633,6 +641,8 @@ class Lowerer {
 
   // If: JumpIfFalse cond, else; <then>; copies; Jump end; else: <else>; copies; end:
   void lower_if(const Graph& g, const Node& n) {
+    // Shape inference (infer_if_op) has checked the condition is present, bool, one element.
+    CUVIL_ASSERT(n.input(0) != kNoValue, "If node '" << n.name << "' has no condition");
     const uint32_t cond = tensor(g, n.inputs[0]);
     const int l_else = new_label(), l_end = new_label();
     add_insn(rt::Opcode::JumpIfFalse, {cond, static_cast<uint32_t>(l_else)}, 1, {cond}, {});

@@ -5,9 +5,9 @@
 
 namespace cuvil {
 
-void run_passes(Model& model) {
+void run_passes(Model& model, const PassOptions& options) {
   loop_sequences_to_scans(model);
-  infer_shapes(model);
+  infer_shapes(model, options.limits);
 }
 
 }  // namespace cuvil

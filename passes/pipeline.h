@@ -8,9 +8,16 @@
 #pragma once
 
 #include "ir/graph.h"
+#include "support/limits.h"
 
 namespace cuvil {
 
-void run_passes(Model& model);
+struct PassOptions {
+  // The resource caps (support/limits.def) the passes enforce; the same struct the frontend
+  // got in ImportOptions.
+  CompileLimits limits;
+};
+
+void run_passes(Model& model, const PassOptions& options = {});
 
 }  // namespace cuvil

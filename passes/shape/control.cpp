@@ -7,6 +7,10 @@
 // (first to a fresh per-iteration symbol, then to unknown), then the body is inferred again.
 // Symbols minted while inferring a body are per-iteration facts, so stacked scan outputs and
 // final values never mention them.
+// Bounded: nested loops would re-infer inner bodies at every pass of every enclosing loop
+// (passes^depth). All fixpoints share one budget of rule applications (InferState,
+// widen_at_once): once it is spent, a fixpoint binds its carried values as rank-unknown, which
+// is a fixed point after one pass, so every enclosing loop finishes with one more pass each.
 #include <functional>
 #include <map>
 #include <set>
@@ -65,11 +69,10 @@ void bind_body_input(Graph& body, size_t index, ValueKind kind, DType dtype,
   v.sym_data.reset();
 }
 
-// Symbols that exist before a body is inferred; any symbol minted later is per-iteration.
-std::set<std::string> known_symbols(const InferContext& ctx) {
-  std::set<std::string> out;
-  for (const auto& [name, range] : ctx.ranges().all()) out.insert(name);
-  return out;
+// The symbols that exist before a body is inferred, as a watermark on the order in which
+// symbols are minted; any symbol minted later is per-iteration.
+int64_t known_symbols(const InferContext& ctx) {
+  return static_cast<int64_t>(ctx.state().minted.size());
 }
 
 // Rewrites dims that mention a per-iteration symbol into fresh symbols for a value that
@@ -77,14 +80,17 @@ std::set<std::string> known_symbols(const InferContext& ctx) {
 // distinct expression, so equal dims stay equal.
 class LocalSymbolLifter {
  public:
-  LocalSymbolLifter(InferContext& ctx, std::set<std::string> outer, std::string hint)
-      : ctx_(ctx), outer_(std::move(outer)), hint_(std::move(hint)) {}
+  LocalSymbolLifter(InferContext& ctx, int64_t outer, std::string hint)
+      : ctx_(ctx), outer_(outer), hint_(std::move(hint)) {}
 
   Dim lift(const Dim& d) {
     if (!d) return d;
     bool local = false;
-    for (const std::string& s : d->symbols())
-      if (ctx_.ranges().has(s) && !outer_.count(s)) local = true;
+    const auto& minted = ctx_.state().minted;
+    for (const std::string& s : d->symbols()) {
+      auto it = minted.find(s);
+      if (it != minted.end() && it->second >= outer_) local = true;
+    }
     if (!local) return d;
     auto it = memo_.find(*d);
     if (it != memo_.end()) return it->second;
@@ -101,7 +107,7 @@ class LocalSymbolLifter {
 
  private:
   InferContext& ctx_;
-  std::set<std::string> outer_;
+  int64_t outer_;  // serial of the first per-iteration symbol
   std::string hint_;
   std::map<DimExpr, DimExpr> memo_;
 };
@@ -125,12 +131,22 @@ std::vector<std::optional<Shape>> infer_carried(InferContext& ctx, Graph& body, 
   std::vector<std::optional<Shape>> shapes;
   for (const Carried& c : carried)
     shapes.push_back(c.kind == ValueKind::Tensor ? c.shape : std::nullopt);
+  // Rank-unknown carried values are a fixed point: one pass settles them.
+  bool general = false;
+  auto widen_to_general = [&] {
+    for (auto& s : shapes) s.reset();
+    general = true;
+  };
+  if (ctx.state().widen_at_once()) {
+    widen_to_general();
+    ctx.state().stats.budget_spent = true;
+  }
   for (int pass = 0;; ++pass) {
     bind_fixed();
     for (size_t i = 0; i < carried.size(); ++i)
       bind_body_input(body, first_in + i, carried[i].kind, carried[i].dtype, shapes[i]);
     ctx.infer_subgraph(body);
-    if (pass > kMaxCarriedPasses) break;  // the rank-unknown pass below is a fixed point
+    if (general) break;
     bool changed = false;
     for (size_t i = 0; i < carried.size(); ++i) {
       const Value& out = body.value(body.outputs[first_out + i]);
@@ -159,8 +175,12 @@ std::vector<std::optional<Shape>> infer_carried(InferContext& ctx, Graph& body, 
       }
     }
     if (!changed) break;
-    if (pass == kMaxCarriedPasses)
-      for (auto& s : shapes) s.reset();
+    if (pass == kMaxCarriedPasses) {
+      widen_to_general();
+    } else if (ctx.state().widen_at_once()) {
+      widen_to_general();
+      ctx.state().stats.budget_spent = true;
+    }
   }
   return shapes;
 }
@@ -194,6 +214,31 @@ DimExpr trip_count_from(const InferContext& ctx, const DimExpr& m) {
   return sym::max(m, DimExpr(0));
 }
 
+// A control-flow scalar (If and Loop conditions, the Loop trip count). Lowering makes it the
+// operand of JumpIfFalse/LoopInit/LoopNext, which the package verifier accepts only as a tensor
+// of that dtype whose every dim is the constant 1: so it must be one element, known to be one
+// at compile time. A known other extent is an invalid model; an unknown one is unsupported.
+void require_one_element(const InferContext& ctx, const Value& v, const char* what, DType want) {
+  if (v.kind != ValueKind::Tensor)
+    ctx.fail(what, " '", v.name, "' is a ", value_kind_name(v.kind), ", expected a ",
+             dtype_name(want), " tensor");
+  if (v.dtype != DType::Undefined && v.dtype != want)
+    ctx.fail(what, " '", v.name, "' has dtype ", dtype_name(v.dtype), ", expected ", dtype_name(want));
+  if (!v.shape)
+    ctx.unsupported(what, " '", v.name, "' has unknown rank; it must have one element, known "
+                    "at compile time");
+  for (size_t k = 0; k < v.shape->size(); ++k) {
+    const Dim& d = (*v.shape)[k];
+    if (d && d->constant() == 1) continue;
+    if (d && d->constant())
+      ctx.fail(what, " '", v.name, "' has ", *d->constant(), " entries along axis ", k,
+               "; it must have exactly one element");
+    ctx.unsupported(what, " '", v.name, "' has extent ", d ? d->to_string() : std::string("?"),
+                    " along axis ", k, "; it must have one element, known at compile time "
+                    "(fix the dimension with --dim)");
+  }
+}
+
 void require_body_arity(const InferContext& ctx, const Graph& body, const char* key, size_t inputs,
                         size_t min_outputs) {
   if (body.inputs.size() != inputs)
@@ -206,6 +251,10 @@ void require_body_arity(const InferContext& ctx, const Graph& body, const char* 
 }  // namespace
 
 void infer_if_op(InferContext& ctx) {
+  if (ctx.num_inputs() != 1)
+    ctx.fail("If has ", ctx.num_inputs(), " inputs, expected 1 (the condition)");
+  if (!ctx.has_input(0)) ctx.fail("the condition (input 0) is missing");
+  require_one_element(ctx, *ctx.input(0), "condition", DType::Bool);
   Graph& then_g = subgraph_attr(ctx, "then_branch");
   Graph& else_g = subgraph_attr(ctx, "else_branch");
   for (Graph* g : {&then_g, &else_g})
@@ -271,14 +320,17 @@ void infer_loop(InferContext& ctx) {
     ctx.fail("Loop has ", ctx.num_outputs(), " outputs but its body yields only ",
              n_carried + n_scan);
 
+  if (const Value* m = ctx.input(0)) require_one_element(ctx, *m, "trip count", DType::Int64);
+  if (const Value* c = ctx.input(1)) require_one_element(ctx, *c, "condition", DType::Bool);
   std::vector<Carried> carried;
   for (size_t i = 0; i < n_carried; ++i) carried.push_back(carried_from(ctx.required_input(2 + i)));
-  std::set<std::string> outer = known_symbols(ctx);
+  const int64_t outer = known_symbols(ctx);
   auto bind_fixed = [&] {
     bind_body_input(body, 0, ValueKind::Tensor, DType::Int64, Shape{});
     bind_body_input(body, 1, ValueKind::Tensor, DType::Bool, Shape{});
   };
   auto fixed = infer_carried(ctx, body, 2, 1, carried, bind_fixed, "loop");
+  require_one_element(ctx, body.value(body.outputs[0]), "body condition", DType::Bool);
 
   for (size_t i = 0; i < n_carried && i < ctx.num_outputs(); ++i) {
     const Value& out = body.value(body.outputs[1 + i]);
@@ -365,7 +417,11 @@ void infer_scan(InferContext& ctx) {
     if (!v8 || !v.shape) return v.shape;
     if (v.shape->empty())
       ctx.fail("input '", v.name, "' is a scalar but Scan-8 inputs have a batch axis");
-    if (!batch) batch = v.shape->front();
+    const Dim& b = v.shape->front();
+    if (batch && b && sym::prove_not_equal(*batch, *b, ctx.ranges()))
+      ctx.fail("input '", v.name, "' has batch size ", b->to_string(), " but the first input has ",
+               batch->to_string(), " (Scan-8 inputs share their leading batch axis)");
+    if (!batch) batch = b;
     return Shape(v.shape->begin() + 1, v.shape->end());
   };
 
@@ -397,7 +453,7 @@ void infer_scan(InferContext& ctx) {
     slices.push_back(c);
   }
 
-  std::set<std::string> outer = known_symbols(ctx);
+  const int64_t outer = known_symbols(ctx);
   auto bind_fixed = [&] {
     for (size_t j = 0; j < n_scan_in; ++j)
       bind_body_input(body, n_state + j, slices[j].kind, slices[j].dtype, slices[j].shape);
