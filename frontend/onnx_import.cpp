@@ -348,11 +348,14 @@ class Importer {
   }
 
   // A tensor stored in the model may not exceed max_tensor_elements; checked on the declared
-  // dims before any data (possibly external, possibly huge) is read. Bad dims (negative,
-  // overflowing) are import_tensor's to report.
+  // dims before any data (possibly external, possibly huge) is read. Bad dims (negative, an
+  // element count or byte size that overflows, unknown dtype) make an invalid tensor, which
+  // is import_tensor's to report.
   void check_tensor_elements(const onnx::TensorProto& t, const std::string& what) const {
     auto numel = checked_numel(t.dims());
-    if (numel && *numel > limits_.max_tensor_elements)
+    auto dtype = dtype_from_onnx(t.data_type());
+    if (!numel || !dtype || !tensor_byte_size(*dtype, *numel)) return;
+    if (*numel > limits_.max_tensor_elements)
       limit_exceeded(LimitId::max_tensor_elements, limits_,
                      what + " has " + std::to_string(*numel) + " elements");
   }

@@ -1038,6 +1038,15 @@ TEST_F(BadInputGraph, FunctionInliningBlowUpIsCapped) {
 class BadInputAttributes : public ::testing::Test {
  protected:
   Model infer(const onnx::ModelProto& m) { return load_and_infer(tmp_.path(), m); }
+  // With the tensor-element cap lifted: what shape inference itself does with huge shapes.
+  Model infer_uncapped(const onnx::ModelProto& m) {
+    Model model = load(tmp_.path(), m);
+    verify_model(model);
+    CompileLimits limits;
+    limits.max_tensor_elements = INT64_MAX;
+    infer_shapes(model, limits);
+    return model;
+  }
 
   // X: f32[1, 2, 8, 8], W: f32[4, 2, 3, 3] initializer -> Conv -> y.
   onnx::ModelProto conv_model(const std::function<void(onnx::NodeProto*)>& edit) {
@@ -1171,8 +1180,11 @@ TEST_F(BadInputAttributes, HugeConstantOfShapeIsNotMaterialised) {
   test::add_constant(g, "shape", test::make_int64_tensor("", {2}, {huge, huge}));
   test::add_node(g, "ConstantOfShape", {"shape"}, {"y"}, "cos_node");
   test::add_output(g, "y", Tp::FLOAT, {});
+  // By default the output is over max_tensor_elements: refused, naming the node.
+  EXPECT_TRUE(FailsWith([&] { infer(m); }, ExitCode::kUnsupported,
+                        {"node 'cos_node' (ConstantOfShape)", "output 'y'", "max_tensor_elements"}));
   auto start = std::chrono::steady_clock::now();
-  Model model = infer(m);
+  Model model = infer_uncapped(m);
   EXPECT_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(), 5.0);
   const Value& y = model.graph->value(model.graph->find("y"));
   EXPECT_EQ(y.data, nullptr);
@@ -1191,8 +1203,10 @@ TEST_F(BadInputAttributes, HugeExpandIsNotMaterialised) {
   test::add_constant(g, "shape", test::make_int64_tensor("", {2}, {huge, huge}));
   test::add_node(g, "Expand", {"one", "shape"}, {"y"}, "expand_node");
   test::add_output(g, "y", Tp::FLOAT, {});
+  EXPECT_TRUE(FailsWith([&] { infer(m); }, ExitCode::kUnsupported,
+                        {"node 'expand_node' (Expand)", "output 'y'", "max_tensor_elements"}));
   auto start = std::chrono::steady_clock::now();
-  Model model = infer(m);
+  Model model = infer_uncapped(m);
   EXPECT_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(), 5.0);
   const Value& y = model.graph->value(model.graph->find("y"));
   EXPECT_EQ(y.data, nullptr);

@@ -153,11 +153,8 @@ TEST(BadInputResourceLimits, InlinedBytesCapCountsAttributes) {
   compile_ir(function_tree(2, 1000), limits);
 }
 
-// The default caps refuse the doubling family quickly (the 66 KB amplification case).
-TEST(BadInputResourceLimits, FunctionDoublingIsRefusedByDefault) {
-  EXPECT_TRUE(FailsWith([&] { compile_ir(function_tree(30)); }, ExitCode::kUnsupported,
-                        {"node 'call'", "max_inlined_nodes"}));
-}
+// The default caps on the doubling family (30 levels): frontend_bad_input_test.cpp,
+// BadInputGraph.FunctionInliningBlowUpIsCapped.
 
 TEST(BadInputResourceLimits, NestingDepthCountsFunctionCalls) {
   CompileLimits limits;
