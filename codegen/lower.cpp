@@ -644,6 +644,7 @@ class Lowerer {
     // Shape inference (infer_if_op) has checked the condition is present, bool, one element.
     CUVIL_ASSERT(n.input(0) != kNoValue, "If node '" << n.name << "' has no condition");
     const uint32_t cond = tensor(g, n.inputs[0]);
+    require_one_element(n, cond, "condition");
     const int l_else = new_label(), l_end = new_label();
     add_insn(rt::Opcode::JumpIfFalse, {cond, static_cast<uint32_t>(l_else)}, 1, {cond}, {});
     bool first = true;
@@ -663,6 +664,21 @@ class Lowerer {
       else add_label(l_end);
       if (first) add_label(l_else);
       first = false;
+    }
+  }
+
+  // Conditions and trip counts are operands the package verifier accepts only when every dim
+  // is the constant 1. Shape inference has refused extents known to differ (exit 3); one still
+  // unknown here cannot be proven to be 1.
+  void require_one_element(const Node& n, uint32_t t, const char* what) const {
+    if (t == kNone) return;
+    for (size_t k = 0; k < shapes_[t].size(); ++k) {
+      const Dim& d = shapes_[t][k];
+      if (!d || d->constant() != 1)
+        fail(ExitCode::kUnsupported, n.op_type, " node '", n.name, "': ", what, " '",
+             out_.program.tensors[t].name, "' has extent ", d ? d->to_string() : std::string("?"),
+             " along axis ", k, "; it must have one element, known at compile time (fix the "
+             "dimension with --dim)");
     }
   }
 
@@ -719,7 +735,9 @@ class Lowerer {
     d.counter = add_tensor(n.name + ".iteration", DType::Int64, rt::TensorKind::kIntermediate, {});
     if (!scan) {
       d.max_trips = in_tensor(0);
+      require_one_element(n, d.max_trips, "trip count");
       d.cond_init = in_tensor(1);
+      require_one_element(n, d.cond_init, "condition");
       d.cond = add_tensor(n.name + ".condition", DType::Bool, rt::TensorKind::kIntermediate, {});
       tensor_of_[{&body, body.inputs[0]}] = d.counter;
       tensor_of_[{&body, body.inputs[1]}] = d.cond;
@@ -773,7 +791,10 @@ class Lowerer {
 
     lower_graph(body);
 
-    if (!scan) d.cond_next = tensor(body, body.outputs[0]);
+    if (!scan) {
+      d.cond_next = tensor(body, body.outputs[0]);
+      require_one_element(n, d.cond_next, "body condition");
+    }
     for (size_t i = 0; i < n_state; ++i) {
       d.next.push_back(tensor(body, body.outputs[body_first_out + i]));
       check_copy(n, d.state[i], d.next.back());

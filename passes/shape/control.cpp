@@ -214,28 +214,23 @@ DimExpr trip_count_from(const InferContext& ctx, const DimExpr& m) {
   return sym::max(m, DimExpr(0));
 }
 
-// A control-flow scalar (If and Loop conditions, the Loop trip count). Lowering makes it the
-// operand of JumpIfFalse/LoopInit/LoopNext, which the package verifier accepts only as a tensor
-// of that dtype whose every dim is the constant 1: so it must be one element, known to be one
-// at compile time. A known other extent is an invalid model; an unknown one is unsupported.
+// A control-flow scalar (If and Loop conditions, the Loop trip count) must be one element of
+// the ONNX dtype. Refused here when provably not (exit 3): a tensor of another kind or dtype, or
+// a constant extent other than 1. An extent still unknown is left to lowering, which needs it
+// to be known as 1 (the package verifier's scalar operands) and refuses it with exit 4, so
+// inference and `--emit ir` still work on such models.
 void require_one_element(const InferContext& ctx, const Value& v, const char* what, DType want) {
   if (v.kind != ValueKind::Tensor)
     ctx.fail(what, " '", v.name, "' is a ", value_kind_name(v.kind), ", expected a ",
              dtype_name(want), " tensor");
   if (v.dtype != DType::Undefined && v.dtype != want)
     ctx.fail(what, " '", v.name, "' has dtype ", dtype_name(v.dtype), ", expected ", dtype_name(want));
-  if (!v.shape)
-    ctx.unsupported(what, " '", v.name, "' has unknown rank; it must have one element, known "
-                    "at compile time");
+  if (!v.shape) return;
   for (size_t k = 0; k < v.shape->size(); ++k) {
     const Dim& d = (*v.shape)[k];
-    if (d && d->constant() == 1) continue;
-    if (d && d->constant())
+    if (d && d->constant() && *d->constant() != 1)
       ctx.fail(what, " '", v.name, "' has ", *d->constant(), " entries along axis ", k,
                "; it must have exactly one element");
-    ctx.unsupported(what, " '", v.name, "' has extent ", d ? d->to_string() : std::string("?"),
-                    " along axis ", k, "; it must have one element, known at compile time "
-                    "(fix the dimension with --dim)");
   }
 }
 
