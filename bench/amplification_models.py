@@ -9,6 +9,8 @@ encoder (no onnx package needed), so any family can be made at any size:
   nested_if D     If nodes nested D deep (then-branch holds the next level)
   functions D     model-local functions F0..FD, each calling the next twice (2^D nodes if
                   inlined without the caps)
+  fat_functions D as functions, the leaf also holding a Constant of 16384 floats (a 66 KB
+                  file whose inlining copies 64 KB per leaf: the inlined-bytes cap)
   flat N          a chain of N Relu nodes (N up to tens of millions: the node-count scan)
 
 usage: amplification_models.py FAMILY SIZE OUT.onnx
@@ -147,11 +149,16 @@ def nested_if(depth):
                            field_bytes(12, value_info("out0", FLOAT, [4]))))
 
 
-def functions(depth):
+def functions(depth, payload=0):
     fs = []
     for k in range(depth + 1):
         if k == depth:
             body = [node("Relu", ["X"], ["Y"])]
+            if payload:
+                t = field_int(1, payload) + field_int(2, FLOAT) + \
+                    field_bytes(9, b"\0" * (4 * payload))  # dims, data_type, raw_data
+                value = field_bytes(1, "value") + field_int(20, 4) + field_bytes(5, t)
+                body.append(node("Constant", [], ["P"], attrs=[value]))
         else:
             body = [node("F%d" % (k + 1), ["X"], ["T"], domain="custom"),
                     node("F%d" % (k + 1), ["T"], ["Y"], domain="custom")]
@@ -204,7 +211,8 @@ def main():
         if family == "flat":
             flat(size, out)
             return
-        gen = {"nested_loop": nested_loop, "nested_if": nested_if, "functions": functions}
+        gen = {"nested_loop": nested_loop, "nested_if": nested_if, "functions": functions,
+               "fat_functions": lambda d: functions(d, 16384)}
         if family not in gen:
             sys.exit("unknown family " + family)
         out.write(gen[family](size))
