@@ -158,6 +158,58 @@ TEST(BadInputControlFlow, IfBranchesYieldStrings) {
   EXPECT_TRUE(FailsWith([&] { compile_all(m); }, ExitCode::kUnsupported, {"string"}));
 }
 
+// A branch may yield an enclosing value directly (a capture) or an initializer of its own.
+TEST(BadInputControlFlow, IfBranchYieldsACaptureOrAnInitializer) {
+  compile_all(if_model([](onnx::ModelProto&, onnx::NodeProto* n) {
+    auto* t = n->mutable_attribute(0)->mutable_g();
+    t->clear_node();
+    t->mutable_output(0)->set_name("x");
+    auto* e = n->mutable_attribute(1)->mutable_g();
+    e->clear_node();
+    *e->add_initializer() = test::make_float_tensor("k", {4}, {1, 2, 3, 4});
+    e->mutable_output(0)->set_name("k");
+  }));
+}
+
+TEST(BadInputControlFlow, IfWithoutOutputs) {
+  auto m = if_model([](onnx::ModelProto& mm, onnx::NodeProto* n) {
+    n->clear_output();
+    for (int b = 0; b < 2; ++b) n->mutable_attribute(b)->mutable_g()->clear_output();
+    auto* g = mm.mutable_graph();
+    g->clear_output();
+    test::add_node(g, "Relu", {"x"}, {"r"}, "relu_main");
+    test::add_output(g, "r");
+  });
+  compile_all(m);
+}
+
+TEST(BadInputControlFlow, IfBranchesOfDifferentRanks) {
+  auto m = if_model([](onnx::ModelProto& mm, onnx::NodeProto* n) {
+    auto* e = n->mutable_attribute(1)->mutable_g();
+    test::set_attr_int(test::add_node(e, "ReduceSum", {"y_else"}, {"s"}, "sum"), "keepdims", 0);
+    e->mutable_output(0)->set_name("s");
+    mm.mutable_graph()->mutable_output(0)->clear_type();
+  });
+  // Ranks that differ between branches leave the output's rank unknown, which lowering refuses.
+  EXPECT_TRUE(FailsWith([&] { compile_all(m); }, ExitCode::kUnsupported, {"value 'y'", "unknown rank"}));
+}
+
+TEST(BadInputControlFlow, IfBranchYieldsASequence) {
+  auto m = if_model([](onnx::ModelProto& mm, onnx::NodeProto* n) {
+    for (int b = 0; b < 2; ++b) {
+      auto* g = n->mutable_attribute(b)->mutable_g();
+      test::add_node(g, "SequenceConstruct", {"x"}, {"seq" + std::to_string(b)}, "construct" + std::to_string(b));
+      g->mutable_output(0)->set_name("seq" + std::to_string(b));
+      g->mutable_output(0)->clear_type();
+    }
+    auto* g = mm.mutable_graph();
+    g->mutable_output(0)->set_name("y_seq");
+    n->set_output(0, "y_seq");
+    g->mutable_output(0)->clear_type();
+  });
+  EXPECT_TRUE(FailsWith([&] { compile_all(m); }, ExitCode::kUnsupported, {"seq"}));
+}
+
 // ---- Loop ----
 // trips: i64[], x: f32[4] -> Loop(trips, cond_in, x) with body (i, c, x_in) -> (c, -x_in).
 // `cond_in` "" omits the condition. `edit` may change the model, the node and the body.
@@ -287,6 +339,46 @@ TEST(BadInputControlFlow, LoopBodyReadsEmptyName) {
                         {"'neg'", "required input 0 is missing"}));
 }
 
+// Body outputs that are body inputs, initializers of the body, or enclosing values.
+TEST(BadInputControlFlow, LoopBodyYieldsInputsAndInitializers) {
+  compile_all(loop_model([](onnx::ModelProto& mm, onnx::NodeProto* n, onnx::GraphProto* b) {
+    b->clear_node();
+    b->mutable_output(1)->set_name("x_in");  // carried unchanged
+    *b->add_initializer() = test::make_float_tensor("k", {4}, {1, 2, 3, 4});
+    typed(b->add_output(), "k", Tp::FLOAT);   // scan output: an initializer
+    typed(b->add_output(), "x", Tp::FLOAT);   // scan output: an enclosing value
+    n->add_output("ks");
+    n->add_output("xs");
+    test::add_output(mm.mutable_graph(), "ks", Tp::FLOAT, {});
+    mm.mutable_graph()->mutable_output(1)->clear_type();
+    test::add_output(mm.mutable_graph(), "xs", Tp::FLOAT, {});
+    mm.mutable_graph()->mutable_output(2)->clear_type();
+  }));
+}
+
+TEST(BadInputControlFlow, LoopCarriesAnInitializer) {
+  compile_all(loop_model([](onnx::ModelProto& mm, onnx::NodeProto* n, onnx::GraphProto*) {
+    *mm.mutable_graph()->add_initializer() = test::make_float_tensor("k", {4}, {1, 2, 3, 4});
+    n->set_input(2, "k");
+  }));
+}
+
+TEST(BadInputControlFlow, LoopWithoutOutputs) {
+  compile_all(loop_model([](onnx::ModelProto& mm, onnx::NodeProto* n, onnx::GraphProto*) {
+    n->clear_output();
+    auto* g = mm.mutable_graph();
+    g->clear_output();
+    test::add_node(g, "Relu", {"x"}, {"r"}, "relu_main");
+    test::add_output(g, "r");
+  }));
+}
+
+TEST(BadInputControlFlow, LoopWithMoreOutputsThanTheBodyYields) {
+  auto m = loop_model([](onnx::ModelProto&, onnx::NodeProto* n, onnx::GraphProto*) { n->add_output("extra"); });
+  EXPECT_TRUE(FailsWith([&] { compile_all(m); }, ExitCode::kInvalidModel,
+                        {"'loop'", "2 outputs but its body yields only 1"}));
+}
+
 // ---- Scan ----
 // s: f32[4], xs: f32[3, 4] -> Scan(s, xs) running sum -> (s_final, sums).
 onnx::ModelProto scan_model(const std::function<void(onnx::NodeProto*, onnx::GraphProto*)>& edit = {},
@@ -376,6 +468,23 @@ TEST(BadInputControlFlow, ScanBodyWithTooManyInputs) {
   auto m = scan_model([](onnx::NodeProto*, onnx::GraphProto* b) { typed(b->add_input(), "extra", Tp::FLOAT); });
   EXPECT_TRUE(FailsWith([&] { compile_all(m); }, ExitCode::kInvalidModel,
                         {"'scan'", "graph has 3 inputs, expected 2"}));
+}
+
+TEST(BadInputControlFlow, ScanWithOmittedOutputs) {
+  auto m = scan_model([](onnx::NodeProto* n, onnx::GraphProto*) { n->set_output(0, ""); });
+  m.mutable_graph()->mutable_output()->DeleteSubrange(0, 1);
+  compile_all(m);
+}
+
+TEST(BadInputControlFlow, ScanInputsOfDifferentLengths) {
+  auto m = scan_model([](onnx::NodeProto* n, onnx::GraphProto* b) {
+    set_int_attr(n, "num_scan_inputs", 2);
+    n->add_input("ys");
+    typed(b->add_input(), "slice2", Tp::FLOAT);
+  });
+  test::add_input(m.mutable_graph(), "ys", Tp::FLOAT, {5, 4});
+  EXPECT_TRUE(FailsWith([&] { compile_all(m); }, ExitCode::kInvalidModel,
+                        {"'scan'", "'ys' has sequence length 5, expected 3"}));
 }
 
 // Scan-8: a leading batch axis on every input; the batch sizes must agree.
