@@ -542,6 +542,10 @@ class Lowerer {
         case K::Floats: v.kind = rt::AttrValue::Kind::kFloats; v.floats = a.floats; break;
         case K::Strings: v.kind = rt::AttrValue::Kind::kStrings; v.strings = a.strings; break;
         case K::Tensor:
+          // The package verifier refuses string tensor attributes, as it does string tensors.
+          if (a.t->dtype == DType::String)
+            fail(ExitCode::kUnsupported, "node '", n.name, "' (", n.op_type, "): attribute '", key,
+                 "' is a string tensor; the runtime does not support string tensors");
           v.kind = rt::AttrValue::Kind::kTensor;
           v.tensor_dtype = a.t->dtype;
           v.ints = a.t->dims;

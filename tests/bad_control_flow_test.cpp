@@ -17,6 +17,7 @@
 #include "ir/verifier.h"
 #include "onnx_builder.h"
 #include "passes/pipeline.h"
+#include "run_tool.h"
 #include "runtime/package.h"
 
 namespace cuvil {
@@ -90,6 +91,17 @@ TEST(BadInputControlFlow, IfWithoutConditionInput) {
   auto m = if_model([](onnx::ModelProto&, onnx::NodeProto* n) { n->clear_input(); });
   EXPECT_TRUE(FailsWith([&] { compile_all(m); }, ExitCode::kInvalidModel,
                         {"'branch'", "has 0 inputs, expected 1 (the condition)"}));
+}
+
+// The segmentation fault of issue 6, through the real binary: exit 3, nothing written.
+TEST(BadInputControlFlow, IfWithoutConditionThroughCuvilc) {
+  test::TempDir tmp;
+  const std::string model = test::write_model(
+      tmp.path(), if_model([](onnx::ModelProto&, onnx::NodeProto* n) { n->clear_input(); }));
+  test::RunResult r = test::run_tool(tmp.path(), CUVIL_CUVILC, {"compile", model, "-o", tmp.file("out.cuvir")});
+  EXPECT_EQ(r.exit_code, 3) << r.err;
+  EXPECT_NE(r.err.find("node 'branch' (If): If has 0 inputs"), std::string::npos) << r.err;
+  EXPECT_NE(access(tmp.file("out.cuvir").c_str(), F_OK), 0);
 }
 
 TEST(BadInputControlFlow, IfWithEmptyConditionName) {
@@ -544,6 +556,34 @@ TEST(BadInputControlFlow, StringGraphOutput) {
   test::add_output(g, "y", Tp::STRING);
   EXPECT_TRUE(FailsWith([&] { compile_all(m); }, ExitCode::kUnsupported,
                         {"'y'", "string"}));
+}
+
+// A string tensor in the middle of the graph (not an input or output): refused by name.
+TEST(BadInputControlFlow, StringIntermediate) {
+  onnx::ModelProto m = test::make_model(17);
+  auto* g = m.mutable_graph();
+  test::add_input(g, "x");
+  test::set_attr_int(test::add_node(g, "Cast", {"x"}, {"s"}, "to_string"), "to", Tp::STRING);
+  test::set_attr_int(test::add_node(g, "Cast", {"s"}, {"y"}, "from_string"), "to", Tp::FLOAT);
+  test::add_output(g, "y");
+  EXPECT_TRUE(FailsWith([&] { compile_all(m); }, ExitCode::kUnsupported,
+                        {"value 's'", "string tensor"}));
+}
+
+TEST(BadInputControlFlow, StringTensorAttribute) {
+  onnx::ModelProto m = test::make_model(17);
+  auto* g = m.mutable_graph();
+  test::add_input(g, "x");
+  test::add_constant(g, "shape", test::make_int64_tensor("shape", {1}, {4}));
+  auto* n = test::add_node(g, "ConstantOfShape", {"shape"}, {"c"}, "fill");
+  onnx::TensorProto v;
+  v.set_data_type(Tp::STRING);
+  v.add_dims(1);
+  v.add_string_data("a");
+  test::set_attr_tensor(n, "value", v);
+  test::add_node(g, "Shape", {"c"}, {"y"}, "shape_of");
+  test::add_output(g, "y", Tp::INT64, {1});
+  EXPECT_TRUE(FailsWith([&] { compile_all(m); }, ExitCode::kUnsupported, {"string tensor"}));
 }
 
 TEST(BadInputControlFlow, ComplexGraphInput) {
