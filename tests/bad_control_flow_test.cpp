@@ -292,6 +292,23 @@ TEST(BadInputControlFlow, LoopBodyOutputDisagreesWithCarriedType) {
                         {"'loop'", "'x_int' has dtype i64", "'x' has f32"}));
 }
 
+TEST(BadInputControlFlow, LoopBodyInputTypeDisagreesWithCarriedValue) {
+  auto m = loop_model([](onnx::ModelProto&, onnx::NodeProto*, onnx::GraphProto* b) {
+    test::set_tensor_type(b->mutable_input(2), Tp::INT64, {});
+  });
+  EXPECT_TRUE(FailsWith([&] { compile_all(m); }, ExitCode::kInvalidModel,
+                        {"'loop'", "body input 'x_in' is declared i64 but carried value 'x' is f32"}));
+}
+
+TEST(BadInputControlFlow, LoopBodyIterationInputIsNotInt64) {
+  auto m = loop_model([](onnx::ModelProto&, onnx::NodeProto*, onnx::GraphProto* b) {
+    b->mutable_input(0)->clear_type();
+    test::set_tensor_type(b->mutable_input(0), Tp::FLOAT, {});
+  });
+  EXPECT_TRUE(FailsWith([&] { compile_all(m); }, ExitCode::kInvalidModel,
+                        {"'loop'", "body input 'i' is declared f32 but the iteration number is i64"}));
+}
+
 TEST(BadInputControlFlow, LoopTripCountIsNotAnInteger) {
   auto m = loop_model([](onnx::ModelProto& mm, onnx::NodeProto*, onnx::GraphProto*) {
     test::set_tensor_type(mm.mutable_graph()->mutable_input(0), Tp::FLOAT, {});
@@ -474,6 +491,15 @@ TEST(BadInputControlFlow, ScanOutputDirectionsOfWrongLength) {
   auto m = scan_model([](onnx::NodeProto* n, onnx::GraphProto*) { test::set_attr_ints(n, "scan_output_directions", {}); });
   EXPECT_TRUE(FailsWith([&] { compile_all(m); }, ExitCode::kInvalidModel,
                         {"'scan'", "'scan_output_directions' has 0 entries, expected 1"}));
+}
+
+TEST(BadInputControlFlow, ScanBodyInputTypeDisagreesWithScanInput) {
+  auto m = scan_model([](onnx::NodeProto*, onnx::GraphProto* b) {
+    b->mutable_input(1)->clear_type();
+    test::set_tensor_type(b->mutable_input(1), Tp::DOUBLE, {});
+  });
+  EXPECT_TRUE(FailsWith([&] { compile_all(m); }, ExitCode::kInvalidModel,
+                        {"'scan'", "body input 'slice' is declared f64 but scan input 'xs' is f32"}));
 }
 
 TEST(BadInputControlFlow, ScanBodyWithTooManyInputs) {

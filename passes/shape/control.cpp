@@ -234,6 +234,18 @@ void require_one_element(const InferContext& ctx, const Value& v, const char* wh
   }
 }
 
+// A body input whose declared element type disagrees with what the node feeds it (ONNX
+// requires them to agree). Inference binds the fed type over the declared one, so this is
+// checked on the declared type before the first binding; later passes see the bound type.
+void require_body_input_dtype(const InferContext& ctx, const Graph& body, size_t index, DType fed,
+                              const std::string& fed_by) {
+  const Value& v = body.value(body.inputs[index]);
+  if (v.kind == ValueKind::Tensor && v.dtype != DType::Undefined && fed != DType::Undefined &&
+      v.dtype != fed)
+    ctx.fail("body input '", v.name, "' is declared ", dtype_name(v.dtype), " but ", fed_by,
+             " is ", dtype_name(fed));
+}
+
 void require_body_arity(const InferContext& ctx, const Graph& body, const char* key, size_t inputs,
                         size_t min_outputs) {
   if (body.inputs.size() != inputs)
@@ -319,6 +331,10 @@ void infer_loop(InferContext& ctx) {
   if (const Value* c = ctx.input(1)) require_one_element(ctx, *c, "condition", DType::Bool);
   std::vector<Carried> carried;
   for (size_t i = 0; i < n_carried; ++i) carried.push_back(carried_from(ctx.required_input(2 + i)));
+  require_body_input_dtype(ctx, body, 0, DType::Int64, "the iteration number");
+  require_body_input_dtype(ctx, body, 1, DType::Bool, "the condition");
+  for (size_t i = 0; i < n_carried; ++i)
+    require_body_input_dtype(ctx, body, 2 + i, carried[i].dtype, "carried value '" + carried[i].name + "'");
   const int64_t outer = known_symbols(ctx);
   auto bind_fixed = [&] {
     bind_body_input(body, 0, ValueKind::Tensor, DType::Int64, Shape{});
@@ -426,6 +442,7 @@ void infer_scan(InferContext& ctx) {
     Carried c = carried_from(v);
     c.shape = strip_batch(v);
     state.push_back(c);
+    require_body_input_dtype(ctx, body, i, c.dtype, "state '" + c.name + "'");
   }
   // Scan inputs: the body sees one slice, without the scan axis. The sequence length is the
   // scanned extent, shared by all scan inputs.
@@ -434,6 +451,7 @@ void infer_scan(InferContext& ctx) {
   for (size_t j = 0; j < n_scan_in; ++j) {
     const Value& v = ctx.required_input(first_state + n_state + j);
     Carried c = carried_from(v);
+    require_body_input_dtype(ctx, body, n_state + j, c.dtype, "scan input '" + c.name + "'");
     c.shape = strip_batch(v);
     if (c.shape) {
       int64_t rank = static_cast<int64_t>(c.shape->size());
