@@ -1034,7 +1034,41 @@ class Lowerer {
 
 }  // namespace
 
+namespace {
+
+// The model's inputs and outputs cross the C API as dense tensors of the dtypes the runtime
+// has kernels for; anything else would give a package its own loader refuses (strings) or an
+// input no caller can bind.
+void check_model_io(const Model& model) {
+  const Graph& g = *model.graph;
+  auto check = [&](ValueId id, const char* what) {
+    const Value& v = g.value(id);
+    if (v.kind != ValueKind::Tensor)
+      fail(ExitCode::kUnsupported, what, " '", v.name, "' is not a tensor (kind ",
+           value_kind_name(v.kind), "); cuvil compiles models whose inputs and outputs are tensors");
+    switch (v.dtype) {
+      case DType::String:
+        fail(ExitCode::kUnsupported, what, " '", v.name,
+             "' has dtype str: string tensors are not supported by the runtime");
+      case DType::Complex64:
+      case DType::Complex128:
+        fail(ExitCode::kUnsupported, what, " '", v.name, "' has dtype ", dtype_name(v.dtype),
+             ": complex tensors are not supported by the runtime");
+      case DType::Undefined:
+        fail(ExitCode::kUnsupported, what, " '", v.name,
+             "' has no known element type (shape inference could not derive it)");
+      default:
+        break;
+    }
+  };
+  for (ValueId id : g.inputs) check(id, "graph input");
+  for (ValueId id : g.outputs) check(id, "graph output");
+}
+
+}  // namespace
+
 LoweredModel lower_model(const Model& model, const LowerOptions& options) {
+  check_model_io(model);
   return Lowerer(model, options).run();
 }
 

@@ -757,43 +757,9 @@ std::vector<UnsupportedOp> find_unsupported(const Model& model) {
   return out;
 }
 
-namespace {
-// The model's inputs and outputs cross the C API as dense tensors of the dtypes the runtime
-// has kernels for; anything else would give a package its own loader refuses (strings) or an
-// input no caller can bind.
-void check_supported_io(const Model& model) {
-  const Graph& g = *model.graph;
-  auto check = [&](ValueId id, const char* what) {
-    const Value& v = g.value(id);
-    if (v.kind != ValueKind::Tensor)
-      fail(ExitCode::kUnsupported, what, " '", v.name, "' is not a tensor (kind ",
-           value_kind_name(v.kind), "); cuvil compiles models whose inputs and outputs are tensors");
-    switch (v.dtype) {
-      case DType::String:
-        fail(ExitCode::kUnsupported, what, " '", v.name,
-             "' has dtype str: string tensors are not supported by the runtime");
-      case DType::Complex64:
-      case DType::Complex128:
-        fail(ExitCode::kUnsupported, what, " '", v.name, "' has dtype ", dtype_name(v.dtype),
-             ": complex tensors are not supported by the runtime");
-      case DType::Undefined:
-        fail(ExitCode::kUnsupported, what, " '", v.name,
-             "' has no known element type (shape inference could not derive it)");
-      default:
-        break;
-    }
-  };
-  for (ValueId id : g.inputs) check(id, "graph input");
-  for (ValueId id : g.outputs) check(id, "graph output");
-}
-}  // namespace
-
 void check_supported(const Model& model) {
   auto ops = find_unsupported(model);
-  if (ops.empty()) {
-    check_supported_io(model);
-    return;
-  }
+  if (ops.empty()) return;
   std::map<std::string, std::vector<std::string>> by_op;
   for (const auto& u : ops)
     by_op[(u.domain.empty() ? "" : u.domain + "::") + u.op_type].push_back(u.node_name);

@@ -54,9 +54,7 @@ struct UnsupportedOp {
 };
 // Every node (in all subgraphs) whose op cuvil does not know, in graph order.
 std::vector<UnsupportedOp> find_unsupported(const Model& model);
-// Throws Diagnostic(kUnsupported) listing all unsupported ops, grouped by op; then for the
-// first model input or output the runtime cannot take or give (not a tensor, or a string,
-// complex or unknown element type), naming it.
+// Throws Diagnostic(kUnsupported) listing all unsupported ops, grouped by op.
 void check_supported(const Model& model);
 
 // Parses a --dim value: "name=lo:hi", "name=N" (fixed), "name=lo:" (no upper bound).
