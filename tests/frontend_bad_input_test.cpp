@@ -733,6 +733,17 @@ TEST_F(BadInputGraph, Cycle) {
                         {"cycle", "'node_a'", "'node_b'"}));
 }
 
+// Found by mutating control-flow models: once a read past the end of the node list.
+TEST_F(BadInputGraph, NodeListsAnOutputTwice) {
+  onnx::ModelProto m = test::make_model();
+  auto* g = m.mutable_graph();
+  test::add_input(g, "x");
+  test::add_node(g, "Split", {"x"}, {"a", "a"}, "split_node");
+  test::add_output(g, "a");
+  EXPECT_TRUE(FailsWith([&] { import(m); }, ExitCode::kInvalidModel,
+                        {"node 'split_node' (Split) lists output 'a' twice"}));
+}
+
 TEST_F(BadInputGraph, NodeReadsItsOwnOutput) {
   onnx::ModelProto m = test::make_model();
   auto* g = m.mutable_graph();
