@@ -25,6 +25,7 @@
 #include "runtime/package.h"
 #include "support/error.h"
 #include "support/file_identity.h"
+#include "support/limits.h"
 #include "support/output_file.h"
 
 namespace cuvil {
@@ -40,7 +41,7 @@ constexpr const char* kDimHelp =
     "that `cuvilc inspect` lists. Repeatable.";
 
 constexpr const char* kConfigHelp =
-    "YAML config file with cuvilc's settings (dims, fusion, limits; docs/config.md). Options "
+    "YAML config file with cuvilc's settings (dims, fusion, limits, patterns; docs/config.md). Options "
     "given on the command line override the same keys.";
 
 // The settings of one invocation: the config file first, then the command line over it.
@@ -48,7 +49,25 @@ struct CommandLineSettings {
   std::string config;
   std::vector<std::string> dims;
   bool no_fusion = false;
+  CompileLimits limits;                                   // --max-... values
+  std::vector<std::pair<LimitId, CLI::Option*>> limit_options;  // to see which were given
 };
+
+// One option per row of support/limits.def (--max-nodes, ...). Only those given override the
+// config's limits.<yaml_key> (or the default).
+void add_limit_options(CLI::App* app, CommandLineSettings* settings) {
+  for (size_t i = 0; i < static_cast<size_t>(LimitId::kCount); ++i) {
+    const LimitId id = static_cast<LimitId>(i);
+    const LimitInfo& info = limit_info(id);
+    CLI::Option* opt = app->add_option(info.cli_flag, limit_value(settings->limits, id),
+                                       std::string("Resource cap: ") + info.what + " (default " +
+                                           std::to_string(info.default_value) + "; config key limits." +
+                                           info.yaml_key + "; docs/security.md)")
+                           ->check(CLI::NonNegativeNumber)
+                           ->option_text("N");
+    settings->limit_options.emplace_back(id, opt);
+  }
+}
 
 CompileOptions resolve_options(const CommandLineSettings& cl) {
   CompileOptions o;
@@ -58,12 +77,15 @@ CompileOptions resolve_options(const CommandLineSettings& cl) {
     set_dim(o, name, range);
   }
   if (cl.no_fusion) o.fusion = false;
+  for (const auto& [id, opt] : cl.limit_options)
+    if (opt->count() > 0) limit_value(o.limits, id) = limit_value(cl.limits, id);
   return o;
 }
 
 frontend::ImportOptions import_options(const CompileOptions& options) {
   frontend::ImportOptions o;
   o.dims = options.dims;
+  o.limits = options.limits;
   return o;
 }
 
@@ -327,6 +349,7 @@ int main_impl(int argc, char** argv) {
   inspect->add_option("--dim", inspect_settings.dims, kDimHelp);
   inspect->add_option("--config", inspect_settings.config, kConfigHelp);
   inspect->add_flag("--disasm", inspect_disasm, "For a .cuvir package: print the disassembled program");
+  add_limit_options(inspect, &inspect_settings);
   inspect->footer(kExitCodes);
 
   std::string compile_path, emit = "", output;
@@ -347,6 +370,7 @@ int main_impl(int argc, char** argv) {
   compile->add_flag("--no-fusion", compile_settings.no_fusion, "Do not build tile kernels (fused elementwise chains, reductions, MatMul/Gemm, casts): only CallOps");
   compile->add_option("--dim", compile_settings.dims, kDimHelp);
   compile->add_option("--config", compile_settings.config, kConfigHelp);
+  add_limit_options(compile, &compile_settings);
   PipelineFlags pipeline_flags;
   std::string report_path;
   std::vector<std::string> pass_names = {kStopAfterImport};

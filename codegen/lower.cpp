@@ -193,6 +193,14 @@ class Lowerer {
 
   // ---- tensors ----
   uint32_t add_tensor(const std::string& name, DType dtype, rt::TensorKind kind, const Shape& shape) {
+    // The package verifier refuses string tensors and unknown dtypes: refuse them here, by
+    // name, instead of writing a package the loader rejects.
+    if (dtype == DType::String)
+      fail(ExitCode::kUnsupported, "value '", name,
+           "' is a string tensor; the runtime does not support string tensors");
+    if (dtype == DType::Undefined)
+      fail(ExitCode::kUnsupported, "value '", name,
+           "' has no known element type (shape inference could not derive it)");
     rt::TensorDesc t;
     t.name = name;
     t.kind = kind;
@@ -573,6 +581,10 @@ class Lowerer {
         case K::Floats: v.kind = rt::AttrValue::Kind::kFloats; v.floats = a.floats; break;
         case K::Strings: v.kind = rt::AttrValue::Kind::kStrings; v.strings = a.strings; break;
         case K::Tensor:
+          // The package verifier refuses string tensor attributes, as it does string tensors.
+          if (a.t->dtype == DType::String)
+            fail(ExitCode::kUnsupported, "node '", n.name, "' (", n.op_type, "): attribute '", key,
+                 "' is a string tensor; the runtime does not support string tensors");
           v.kind = rt::AttrValue::Kind::kTensor;
           v.tensor_dtype = a.t->dtype;
           v.ints = a.t->dims;
@@ -672,7 +684,10 @@ class Lowerer {
 
   // If: JumpIfFalse cond, else; <then>; copies; Jump end; else: <else>; copies; end:
   void lower_if(const Graph& g, const Node& n) {
+    // Shape inference (infer_if_op) has checked the condition is present, bool, one element.
+    CUVIL_ASSERT(n.input(0) != kNoValue, "If node '" << n.name << "' has no condition");
     const uint32_t cond = tensor(g, n.inputs[0]);
+    require_one_element(n, cond, "condition");
     const int l_else = new_label(), l_end = new_label();
     add_insn(rt::Opcode::JumpIfFalse, {cond, static_cast<uint32_t>(l_else)}, 1, {cond}, {});
     bool first = true;
@@ -692,6 +707,21 @@ class Lowerer {
       else add_label(l_end);
       if (first) add_label(l_else);
       first = false;
+    }
+  }
+
+  // Conditions and trip counts are operands the package verifier accepts only when every dim
+  // is the constant 1. Shape inference has refused extents known to differ (exit 3); one still
+  // unknown here cannot be proven to be 1.
+  void require_one_element(const Node& n, uint32_t t, const char* what) const {
+    if (t == kNone) return;
+    for (size_t k = 0; k < shapes_[t].size(); ++k) {
+      const Dim& d = shapes_[t][k];
+      if (!d || d->constant() != 1)
+        fail(ExitCode::kUnsupported, n.op_type, " node '", n.name, "': ", what, " '",
+             out_.program.tensors[t].name, "' has extent ", d ? d->to_string() : std::string("?"),
+             " along axis ", k, "; it must have one element, known at compile time (fix the "
+             "dimension with --dim)");
     }
   }
 
@@ -748,7 +778,9 @@ class Lowerer {
     d.counter = add_tensor(n.name + ".iteration", DType::Int64, rt::TensorKind::kIntermediate, {});
     if (!scan) {
       d.max_trips = in_tensor(0);
+      require_one_element(n, d.max_trips, "trip count");
       d.cond_init = in_tensor(1);
+      require_one_element(n, d.cond_init, "condition");
       d.cond = add_tensor(n.name + ".condition", DType::Bool, rt::TensorKind::kIntermediate, {});
       tensor_of_[{&body, body.inputs[0]}] = d.counter;
       tensor_of_[{&body, body.inputs[1]}] = d.cond;
@@ -802,7 +834,10 @@ class Lowerer {
 
     lower_graph(body);
 
-    if (!scan) d.cond_next = tensor(body, body.outputs[0]);
+    if (!scan) {
+      d.cond_next = tensor(body, body.outputs[0]);
+      require_one_element(n, d.cond_next, "body condition");
+    }
     for (size_t i = 0; i < n_state; ++i) {
       d.next.push_back(tensor(body, body.outputs[body_first_out + i]));
       check_copy(n, d.state[i], d.next.back());
@@ -1041,7 +1076,41 @@ class Lowerer {
 
 }  // namespace
 
+namespace {
+
+// The model's inputs and outputs cross the C API as dense tensors of the dtypes the runtime
+// has kernels for; anything else would give a package its own loader refuses (strings) or an
+// input no caller can bind.
+void check_model_io(const Model& model) {
+  const Graph& g = *model.graph;
+  auto check = [&](ValueId id, const char* what) {
+    const Value& v = g.value(id);
+    if (v.kind != ValueKind::Tensor)
+      fail(ExitCode::kUnsupported, what, " '", v.name, "' is not a tensor (kind ",
+           value_kind_name(v.kind), "); cuvil compiles models whose inputs and outputs are tensors");
+    switch (v.dtype) {
+      case DType::String:
+        fail(ExitCode::kUnsupported, what, " '", v.name,
+             "' has dtype str: string tensors are not supported by the runtime");
+      case DType::Complex64:
+      case DType::Complex128:
+        fail(ExitCode::kUnsupported, what, " '", v.name, "' has dtype ", dtype_name(v.dtype),
+             ": complex tensors are not supported by the runtime");
+      case DType::Undefined:
+        fail(ExitCode::kUnsupported, what, " '", v.name,
+             "' has no known element type (shape inference could not derive it)");
+      default:
+        break;
+    }
+  };
+  for (ValueId id : g.inputs) check(id, "graph input");
+  for (ValueId id : g.outputs) check(id, "graph output");
+}
+
+}  // namespace
+
 LoweredModel lower_model(const Model& model, const LowerOptions& options) {
+  check_model_io(model);
   return Lowerer(model, options).run();
 }
 

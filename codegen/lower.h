@@ -46,7 +46,11 @@ struct LoweredModel {
   int call_ops = 0;
 };
 
-// Throws Diagnostic(kUnsupported) listing every op without a CPU kernel, or control flow.
+// Throws Diagnostic(kUnsupported) listing every op without a CPU kernel; for a model input or
+// output that is not a tensor of a dtype the runtime has (string, complex, unknown; sequence,
+// map, optional); for any string tensor or tensor of unknown dtype; for a control-flow
+// condition or trip count not known to hold one element. The package it describes is one the
+// runtime's loader accepts.
 LoweredModel lower_model(const Model& model, const LowerOptions& options = {});
 
 }  // namespace cuvil::codegen

@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <google/protobuf/io/coded_stream.h>
+#include <google/protobuf/wire_format_lite.h>
 
 #include <algorithm>
 #include <functional>
@@ -19,6 +20,7 @@
 #include "frontend/tensor_proto.h"
 #include "support/checked.h"
 #include "support/error.h"
+#include "support/limits.h"
 
 namespace cuvil::frontend {
 namespace {
@@ -44,7 +46,7 @@ std::string sanitize_symbol(std::string s) {
 class Importer {
  public:
   Importer(const std::string& model_dir, const ImportOptions& options, const std::string& display)
-      : model_dir_(model_dir), options_(options), display_(display) {}
+      : model_dir_(model_dir), options_(options), limits_(options.limits), display_(display) {}
 
   Model run(const onnx::ModelProto& proto) {
     Model m;
@@ -91,12 +93,14 @@ class Importer {
  private:
   // ---- function inlining ----
   // `call_site` names the top-level node being expanded ("node 'x' (domain::Op)"), for messages.
-  void expand(const onnx::NodeProto& node, const OpsetMap* opsets, int depth,
-              std::vector<PendingNode>& out, const std::string& call_site) {
-    if (depth > 0 && ++inlined_nodes_ > kMaxInlinedNodes)
-      fail(ExitCode::kInvalidModel, call_site,
-           ": inlining model-local functions would create more than ", kMaxInlinedNodes,
-           " nodes");
+  // `graph_depth` is the nesting depth of the graph holding the call, `calls` the functions
+  // being expanded around this node (a function among them calls itself). Every node copied
+  // out of a function body counts against max_inlined_nodes and its serialized size (subgraph
+  // and tensor attributes included) against max_inlined_bytes *before* it is copied: a small
+  // file of functions calling each other twice would otherwise copy gigabytes.
+  void expand(const onnx::NodeProto& node, const OpsetMap* opsets, int graph_depth,
+              std::vector<std::string>& calls, std::vector<PendingNode>& out,
+              const std::string& call_site) {
     std::string key = normalize_domain(node.domain()) + "::" + node.op_type();
     auto fit = functions_.find(key);
     bool builtin = op_from_name(node.domain(), node.op_type()).has_value();
@@ -104,9 +108,14 @@ class Importer {
       out.push_back({node, opsets});
       return;
     }
-    if (depth > kMaxSubgraphDepth)
-      fail(ExitCode::kInvalidModel, call_site, ": function '", key, "' is inlined more than ",
-           kMaxSubgraphDepth, " levels deep (recursive functions?)");
+    if (std::find(calls.begin(), calls.end(), key) != calls.end())
+      fail(ExitCode::kInvalidModel, call_site, ": function '", key,
+           "' calls itself (recursion cannot be inlined)");
+    if (graph_depth + static_cast<int64_t>(calls.size()) + 1 > limits_.max_nesting_depth)
+      limit_exceeded(LimitId::max_nesting_depth, limits_,
+                     call_site + ": function '" + key + "' inlined " +
+                         std::to_string(calls.size() + 1) + " calls deep in a graph nested " +
+                         std::to_string(graph_depth) + " levels");
     const onnx::FunctionProto& f = *fit->second;
     const std::string prefix = "__" + (node.name().empty() ? f.name() : node.name()) + "_" +
                                std::to_string(inline_counter_++) + "/";
@@ -125,14 +134,21 @@ class Importer {
     // Attribute defaults (FunctionProto.attribute_proto) arrived after ONNX 1.12, whose
     // protos we build against: an unset referenced attribute is simply left unset.
     const OpsetMap* fopsets = &function_opsets_.at(key);
+    calls.push_back(key);
     for (const auto& inner : f.node()) {
+      if (++inlined_nodes_ > limits_.max_inlined_nodes)
+        limit_exceeded(LimitId::max_inlined_nodes, limits_, call_site + ": inlining '" + key + "'");
+      inlined_bytes_ += static_cast<int64_t>(inner.ByteSizeLong());
+      if (inlined_bytes_ > limits_.max_inlined_bytes)
+        limit_exceeded(LimitId::max_inlined_bytes, limits_, call_site + ": inlining '" + key + "'");
       onnx::NodeProto copy = inner;
       for (auto& in : *copy.mutable_input()) in = mapped(in);
       for (auto& o : *copy.mutable_output()) o = mapped(o);
       if (!copy.name().empty()) copy.set_name(prefix + copy.name());
       bind_attributes(copy, actual, mapped, {});
-      expand(copy, fopsets, depth + 1, out, call_site);
+      expand(copy, fopsets, graph_depth, calls, out, call_site);
     }
+    calls.pop_back();
   }
 
   // Rewrites the attributes of a node copied out of a function body: references
@@ -331,6 +347,19 @@ class Importer {
     }
   }
 
+  // A tensor stored in the model may not exceed max_tensor_elements; checked on the declared
+  // dims before any data (possibly external, possibly huge) is read. Bad dims (negative, an
+  // element count or byte size that overflows, unknown dtype) make an invalid tensor, which
+  // is import_tensor's to report.
+  void check_tensor_elements(const onnx::TensorProto& t, const std::string& what) const {
+    auto numel = checked_numel(t.dims());
+    auto dtype = dtype_from_onnx(t.data_type());
+    if (!numel || !dtype || !tensor_byte_size(*dtype, *numel)) return;
+    if (*numel > limits_.max_tensor_elements)
+      limit_exceeded(LimitId::max_tensor_elements, limits_,
+                     what + " has " + std::to_string(*numel) + " elements");
+  }
+
   // ---- attributes ----
   Attribute import_attribute(const onnx::AttributeProto& a, Graph& owner, int depth,
                              const std::string& node_name) {
@@ -357,6 +386,7 @@ class Importer {
       case onnx::AttributeProto::STRING: r.kind = K::String; r.s = a.s(); break;
       case onnx::AttributeProto::TENSOR:
         r.kind = K::Tensor;
+        check_tensor_elements(a.t(), ctx);
         r.t = import_tensor(a.t(), model_dir_, ctx);
         break;
       case onnx::AttributeProto::GRAPH:
@@ -385,7 +415,10 @@ class Importer {
         break;
       case onnx::AttributeProto::TENSORS:
         r.kind = K::Tensors;
-        for (const auto& t : a.tensors()) r.tensors.push_back(import_tensor(t, model_dir_, ctx));
+        for (const auto& t : a.tensors()) {
+          check_tensor_elements(t, ctx);
+          r.tensors.push_back(import_tensor(t, model_dir_, ctx));
+        }
         break;
       case onnx::AttributeProto::GRAPHS:
         r.kind = K::Graphs;
@@ -407,9 +440,11 @@ class Importer {
 
   // ---- graphs ----
   std::shared_ptr<Graph> import_graph(const onnx::GraphProto& gp, Graph* parent, int depth) {
-    if (depth > kMaxSubgraphDepth)
-      fail(ExitCode::kInvalidModel, "subgraph '", gp.name(), "' is nested more than ",
-           kMaxSubgraphDepth, " levels deep");
+    // Also checked by scan_model_wire before the parse; subgraphs that inlined functions bring
+    // along are only seen here.
+    if (depth > limits_.max_nesting_depth)
+      limit_exceeded(LimitId::max_nesting_depth, limits_,
+                     "subgraph '" + gp.name() + "' nested " + std::to_string(depth) + " levels deep");
     auto g = std::make_shared<Graph>();
     g->name = gp.name().empty() ? (parent ? "subgraph" : "main") : gp.name();
     g->parent = parent;
@@ -419,6 +454,7 @@ class Importer {
     for (const auto& t : gp.initializer()) {
       if (t.name().empty())
         fail(ExitCode::kInvalidModel, "graph '", g->name, "' has an initializer without a name");
+      check_tensor_elements(t, "graph '" + g->name + "': initializer '" + t.name() + "'");
       if (!initializer_names.insert(t.name()).second)
         fail(ExitCode::kInvalidModel, "graph '", g->name, "': initializer '", t.name(),
              "' is defined twice");
@@ -447,11 +483,16 @@ class Importer {
     }
 
     std::vector<PendingNode> pending;
+    std::vector<std::string> calls;
     for (int i = 0; i < gp.node_size(); ++i) {
       const onnx::NodeProto& n = gp.node(i);
-      expand(n, &model_opsets_, 0, pending,
+      expand(n, &model_opsets_, depth, calls, pending,
              "node '" + node_label(n, static_cast<size_t>(i)) + "' (" + node_domain_op(n) + ")");
     }
+    total_nodes_ += static_cast<int64_t>(pending.size());
+    if (total_nodes_ > limits_.max_nodes)
+      limit_exceeded(LimitId::max_nodes, limits_,
+                     "graph '" + g->name + "' (after inlining functions)");
     std::vector<size_t> order = topo_order(pending, g->name);
 
     for (size_t idx : order) {
@@ -496,6 +537,10 @@ class Importer {
         ValueId existing = g->find(o);
         if (existing != kNoValue) {
           const Value& ev = g->value(existing);
+          // This node is not in g->nodes yet: its own earlier output is not indexable there.
+          if (ev.producer == node_index)
+            fail(ExitCode::kInvalidModel, "node '", node.name, "' (", node.op_type,
+                 ") lists output '", o, "' twice");
           std::string by = ev.producer >= 0 ? "node '" + g->nodes[ev.producer].name + "'"
                            : ev.is_initializer ? std::string("an initializer")
                            : ev.outer != kNoValue ? std::string("an enclosing graph")
@@ -552,6 +597,7 @@ class Importer {
 
   std::string model_dir_;
   const ImportOptions& options_;
+  const CompileLimits& limits_;
   std::string display_;
   Model* model_ = nullptr;
   OpsetMap model_opsets_;
@@ -560,6 +606,70 @@ class Importer {
   std::set<std::string> symbols_;
   int inline_counter_ = 0;
   int64_t inlined_nodes_ = 0;
+  int64_t inlined_bytes_ = 0;
+  int64_t total_nodes_ = 0;
+};
+
+// ---- wire-format scan (scan_model_wire) ----
+// The messages on the path from ModelProto to every NodeProto and nested GraphProto; all
+// other fields are skipped without being read.
+enum class WireMsg { kModel, kGraph, kNode, kAttribute, kFunction, kOther };
+
+WireMsg wire_child(WireMsg parent, uint32_t field) {
+  switch (parent) {
+    case WireMsg::kModel: return field == 7 ? WireMsg::kGraph : field == 25 ? WireMsg::kFunction : WireMsg::kOther;
+    case WireMsg::kGraph: return field == 1 ? WireMsg::kNode : WireMsg::kOther;
+    case WireMsg::kFunction: return field == 7 ? WireMsg::kNode : WireMsg::kOther;
+    case WireMsg::kNode: return field == 5 ? WireMsg::kAttribute : WireMsg::kOther;
+    case WireMsg::kAttribute: return field == 6 || field == 11 ? WireMsg::kGraph : WireMsg::kOther;
+    case WireMsg::kOther: break;
+  }
+  return WireMsg::kOther;
+}
+
+class WireScanner {
+ public:
+  WireScanner(const CompileLimits& limits, const std::string& display)
+      : limits_(limits), display_(display) {}
+
+  // Malformed bytes end the scan quietly: the real parse that follows reports them.
+  void scan(google::protobuf::io::CodedInputStream& in, WireMsg msg, int graph_depth, int levels) {
+    using google::protobuf::internal::WireFormatLite;
+    if (levels > kMaxMessageLevels) return;  // the parser's recursion limit refuses these
+    for (;;) {
+      const uint32_t tag = in.ReadTag();
+      if (tag == 0) return;
+      const WireMsg child = wire_child(msg, WireFormatLite::GetTagFieldNumber(tag));
+      if (child == WireMsg::kOther ||
+          WireFormatLite::GetTagWireType(tag) != WireFormatLite::WIRETYPE_LENGTH_DELIMITED) {
+        if (!WireFormatLite::SkipField(&in, tag)) return;
+        continue;
+      }
+      uint32_t length = 0;
+      if (!in.ReadVarint32(&length)) return;
+      auto limit = in.PushLimit(static_cast<int>(std::min<uint32_t>(length, INT32_MAX)));
+      int depth = graph_depth;
+      if (child == WireMsg::kNode && ++counts_.nodes > limits_.max_nodes)
+        limit_exceeded(LimitId::max_nodes, limits_, display_ + " (counted before parsing)");
+      if (child == WireMsg::kGraph && msg == WireMsg::kAttribute) {
+        depth = graph_depth + 1;
+        if (depth > limits_.max_nesting_depth)
+          limit_exceeded(LimitId::max_nesting_depth, limits_,
+                         display_ + ": a subgraph is nested " + std::to_string(depth) + " levels deep");
+        counts_.depth = std::max(counts_.depth, depth);
+      }
+      scan(in, child, depth, levels + 1);
+      if (in.BytesUntilLimit() > 0 && !in.Skip(in.BytesUntilLimit())) return;
+      in.PopLimit(limit);
+    }
+  }
+  WireCounts counts() const { return counts_; }
+
+ private:
+  static constexpr int kMaxMessageLevels = 200;  // as the parse (SetRecursionLimit)
+  const CompileLimits& limits_;
+  const std::string& display_;
+  WireCounts counts_;
 };
 
 std::string dir_of(const std::string& path) {
@@ -571,6 +681,15 @@ std::string dir_of(const std::string& path) {
 
 }  // namespace
 
+WireCounts scan_model_wire(std::string_view bytes, const CompileLimits& limits,
+                           const std::string& display_name) {
+  google::protobuf::io::CodedInputStream stream(reinterpret_cast<const uint8_t*>(bytes.data()),
+                                                static_cast<int>(std::min<size_t>(bytes.size(), INT32_MAX)));
+  WireScanner scanner(limits, display_name);
+  scanner.scan(stream, WireMsg::kModel, 0, 0);
+  return scanner.counts();
+}
+
 Model import_onnx_bytes(std::string_view bytes, const std::string& model_dir,
                         const ImportOptions& options, const std::string& display_name) {
   if (bytes.empty()) fail(ExitCode::kInvalidModel, display_name, ": file is empty");
@@ -578,6 +697,7 @@ Model import_onnx_bytes(std::string_view bytes, const std::string& model_dir,
     fail(ExitCode::kInvalidModel, display_name, ": file is ", bytes.size(),
          " bytes, over protobuf's 2 GiB limit; save the model with external data "
          "(onnx.save_model(model, path, save_as_external_data=True))");
+  scan_model_wire(bytes, options.limits, display_name);
   onnx::ModelProto proto;
   google::protobuf::io::CodedInputStream stream(reinterpret_cast<const uint8_t*>(bytes.data()),
                                                 static_cast<int>(bytes.size()));

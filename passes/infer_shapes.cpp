@@ -1,17 +1,61 @@
 #include "passes/infer_shapes.h"
 
 #include "passes/shape/infer.h"
+#include "support/checked.h"
 
 namespace cuvil {
 namespace shape {
 namespace {
 
-constexpr int kMaxSubgraphDepth = 64;
+// Rule applications every node may cost before Loop/Scan fixpoints widen at once, plus a
+// floor for small models: far above what ordinary nested loops need (each loop level takes one
+// to three passes), far below passes^depth for a deep nest.
+constexpr int64_t kWideningPassesPerNode = 64;
+constexpr int64_t kWideningFloor = 1 << 16;
+
+int64_t count_nodes(const Graph& g) {
+  int64_t n = static_cast<int64_t>(g.nodes.size());
+  for (const Node& node : g.nodes)
+    for (const auto& [key, a] : node.attrs) {
+      if (a.g) n += count_nodes(*a.g);
+      for (const auto& sub : a.graphs) n += count_nodes(*sub);
+    }
+  return n;
+}
+
+// A tensor whose element count is known at compile time (every dim a constant) may not
+// exceed max_tensor_elements: the runtime would be asked to allocate it.
+void check_output_elements(const InferState& state, const Graph& graph, const Node& node) {
+  for (ValueId out : node.outputs) {
+    if (out == kNoValue) continue;
+    const Value& v = graph.value(out);
+    if (v.kind != ValueKind::Tensor || !v.shape) continue;
+    int64_t numel = 1;
+    bool known = true;
+    for (const Dim& d : *v.shape) {
+      auto c = d ? d->constant() : std::nullopt;
+      if (!c || *c < 0) {
+        known = false;
+        break;
+      }
+      auto m = checked_mul(numel, *c);
+      numel = m ? *m : INT64_MAX;
+    }
+    if (known && numel > state.limits.max_tensor_elements)
+      limit_exceeded(LimitId::max_tensor_elements, state.limits,
+                     "node '" + node.name + "' (" + node.op_type + ") in graph '" + graph.name +
+                         "': output '" + v.name + "' has " +
+                         (numel == INT64_MAX ? std::string("more than 2^63") : std::to_string(numel)) +
+                         " elements");
+  }
+}
 
 void infer_graph(InferState& state, Graph& graph) {
-  if (state.depth > kMaxSubgraphDepth)
-    fail(ExitCode::kInvalidModel, "subgraph '", graph.name, "' is nested more than ",
-         kMaxSubgraphDepth, " levels deep");
+  // The frontend enforces the same cap on the imported model; this guards models built or
+  // rewritten in memory.
+  if (state.depth > state.limits.max_nesting_depth)
+    limit_exceeded(LimitId::max_nesting_depth, state.limits,
+                   "subgraph '" + graph.name + "' nested " + std::to_string(state.depth) + " levels deep");
   for (Node& node : graph.nodes) {
     // Forget exporter value_info: outputs are what our rules derive, nothing else.
     for (ValueId out : node.outputs) {
@@ -22,6 +66,7 @@ void infer_graph(InferState& state, Graph& graph) {
       if (v.kind == ValueKind::Tensor) v.dtype = DType::Undefined;
     }
     if (node.op == OpKind::Unknown) continue;
+    ++state.stats.rule_applications;
     InferContext ctx(state, graph, node);
     try {
       rule_for(node.op)(ctx);
@@ -32,6 +77,7 @@ void infer_graph(InferState& state, Graph& graph) {
       if (msg.find("'" + node.name + "'") != std::string::npos) throw;
       throw Diagnostic(d.code(), "node '" + node.name + "' (" + node.op_type + "): " + msg);
     }
+    check_output_elements(state, graph, node);
   }
 }
 
@@ -49,16 +95,24 @@ void InferContext::infer_subgraph(Graph& body) {
     local.sym_data = outer.sym_data;
   }
   ++state_.depth;
+  ++state_.stats.body_inferences;
   infer_graph(state_, body);
   --state_.depth;
 }
 
 }  // namespace shape
 
-void infer_shapes(Model& model) {
+ShapeInferenceStats infer_shapes(Model& model, const CompileLimits& limits) {
   shape::InferState state;
   state.model = &model;
+  state.limits = limits;
+  int64_t nodes = shape::count_nodes(*model.graph);
+  state.stats.widening_budget =
+      checked_add(checked_mul(nodes, shape::kWideningPassesPerNode).value_or(INT64_MAX / 2),
+                  shape::kWideningFloor)
+          .value_or(INT64_MAX);
   shape::infer_graph(state, *model.graph);
+  return state.stats;
 }
 
 namespace {

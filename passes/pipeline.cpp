@@ -18,8 +18,8 @@ std::string run_loop_sequences_to_scans(Model& m, const PassContext&) {
   loop_sequences_to_scans(m);
   return "";
 }
-std::string run_infer_shapes(Model& m, const PassContext&) {
-  infer_shapes(m);
+std::string run_infer_shapes(Model& m, const PassContext& c) {
+  infer_shapes(m, c.limits);
   return "";
 }
 std::string run_fold_constants(Model& m, const PassContext& c) {

@@ -12,11 +12,12 @@ ctest --test-dir "$here/build" --output-on-failure -j2
 
 if [ "$sanitizers" -eq 1 ]; then
   bash "$here/scripts/setup.sh" --build-dir "$here/build-asan" --sanitize address
-  # Bad-input tests (ONNX files incl. the cuvilc CLI cases, packages, run-time inputs, .npy
+  # Bad-input tests (ONNX files incl. the cuvilc CLI cases, malformed control flow and the
+  # resource caps (BadInputControlFlow, BadInputResourceLimits), packages, run-time inputs, .npy
   # files, kernel inputs), cuvil-run, concurrent runs, thread-start failure, deadlines and
-  # cancellation, the parsers and the atomic output writer under faults (OutputFile: killed
-  # writes, full disk) under AddressSanitizer + UndefinedBehaviorSanitizer. The Conformance
-  # suites stay out: too slow for this stage.
+  # cancellation, the config reader, the parsers and the atomic output writer under faults
+  # (OutputFile: killed writes, full disk) under AddressSanitizer + UndefinedBehaviorSanitizer.
+  # The Conformance suites stay out: too slow for this stage.
   ASAN_OPTIONS=detect_leaks=0 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
     ctest --test-dir "$here/build-asan" --output-on-failure -j2 \
       -R '^(BadInput|BadPackage|Package|Frontend|Symbolic|BadRuntimeInput|BadNpy|BadKernelInput|CliRun|RuntimeConcurrency|ControlFlow|LoopSequences|TfIdfVectorizerKernel|OutputFile|RuntimeThreads|RuntimeDeadline|RuntimeCancel|Config|Canonicalize)'

@@ -714,6 +714,11 @@ TEST_F(BadInputFile, AnotherProtobufMessage) {
 class BadInputGraph : public ::testing::Test {
  protected:
   Model import(const onnx::ModelProto& m) { return load(tmp_.path(), m); }
+  Model import(const onnx::ModelProto& m, const CompileLimits& limits) {
+    frontend::ImportOptions o;
+    o.limits = limits;
+    return import_onnx_file(test::write_model(tmp_.path(), m), o);
+  }
   TempDir tmp_;
 };
 
@@ -726,6 +731,17 @@ TEST_F(BadInputGraph, Cycle) {
   test::add_output(g, "b");
   EXPECT_TRUE(FailsWith([&] { import(m); }, ExitCode::kInvalidModel,
                         {"cycle", "'node_a'", "'node_b'"}));
+}
+
+// Found by mutating control-flow models: once a read past the end of the node list.
+TEST_F(BadInputGraph, NodeListsAnOutputTwice) {
+  onnx::ModelProto m = test::make_model();
+  auto* g = m.mutable_graph();
+  test::add_input(g, "x");
+  test::add_node(g, "Split", {"x"}, {"a", "a"}, "split_node");
+  test::add_output(g, "a");
+  EXPECT_TRUE(FailsWith([&] { import(m); }, ExitCode::kInvalidModel,
+                        {"node 'split_node' (Split) lists output 'a' twice"}));
 }
 
 TEST_F(BadInputGraph, NodeReadsItsOwnOutput) {
@@ -874,18 +890,36 @@ onnx::ModelProto nested_if_model(int depth) {
 }
 
 TEST_F(BadInputGraph, SubgraphNestingBeyondTheCap) {
-  static_assert(frontend::kMaxSubgraphDepth < 40, "the test nests 40 levels");
-  EXPECT_TRUE(FailsWith([&] { import(nested_if_model(40)); }, ExitCode::kInvalidModel,
-                        {"nested more than " + std::to_string(frontend::kMaxSubgraphDepth)}));
+  const int64_t cap = CompileLimits{}.max_nesting_depth;
+  ASSERT_LT(cap, 40) << "the test nests 40 levels";
+  // Refused by the wire-format scan before the parse, exit 4 naming the cap and its option.
+  EXPECT_TRUE(FailsWith([&] { import(nested_if_model(40)); }, ExitCode::kUnsupported,
+                        {"nested " + std::to_string(cap + 1) + " levels deep",
+                         "max_nesting_depth = " + std::to_string(cap), "--max-nesting-depth",
+                         "limits.max_nesting_depth"}));
   // Within the cap: imports, with each level capturing x and cond from the one above.
-  Model ok = import(nested_if_model(frontend::kMaxSubgraphDepth));
+  Model ok = import(nested_if_model(static_cast<int>(cap)));
   verify_model(ok);
+  // The cap is the option's value: 40 levels import when it is raised.
+  CompileLimits raised;
+  raised.max_nesting_depth = 40;
+  verify_model(import(nested_if_model(40), raised));
+  CompileLimits lowered;
+  lowered.max_nesting_depth = 3;
+  EXPECT_TRUE(FailsWith([&] { import(nested_if_model(4), lowered); }, ExitCode::kUnsupported,
+                        {"nested 4 levels deep", "max_nesting_depth = 3"}));
 }
 
 TEST_F(BadInputGraph, SubgraphNestingBeyondTheParserLimit) {
-  // Deeper than protobuf's recursion limit: refused by the parser, no stack overflow.
-  EXPECT_TRUE(FailsWith([&] { import(nested_if_model(500)); }, ExitCode::kInvalidModel,
-                        {tmp_.file("model.onnx")}));
+  // Deeper than protobuf's recursion limit: with the nesting cap raised past it, refused by
+  // the parser (the wire scan stops descending at the same limit), no stack overflow.
+  CompileLimits raised;
+  raised.max_nesting_depth = 1000;
+  EXPECT_TRUE(FailsWith([&] { import(nested_if_model(500), raised); }, ExitCode::kInvalidModel,
+                        {tmp_.file("model.onnx"), "protobuf parse failed"}));
+  // With the default cap the scan refuses it first.
+  EXPECT_TRUE(FailsWith([&] { import(nested_if_model(500)); }, ExitCode::kUnsupported,
+                        {"max_nesting_depth"}));
 }
 
 TEST_F(BadInputGraph, IrVersionBeyondTheSupportedMaximum) {
@@ -964,7 +998,7 @@ TEST_F(BadInputGraph, RecursiveFunction) {
   fn->add_input("X");
   fn->add_output("Y");
   EXPECT_TRUE(FailsWith([&] { import(m); }, ExitCode::kInvalidModel,
-                        {"custom::Loopy", "inlined more than"}));
+                        {"'call'", "custom::Loopy", "calls itself"}));
 }
 
 // Function k calls function k+1 twice: 2^depth nodes after inlining from a tiny file.
@@ -1004,8 +1038,9 @@ TEST_F(BadInputGraph, FunctionInliningBlowUpIsCapped) {
     }
   }
   auto start = std::chrono::steady_clock::now();
-  EXPECT_TRUE(FailsWith([&] { import(m); }, ExitCode::kInvalidModel,
-                        {"inlining", "'call'", "nodes"}));
+  EXPECT_TRUE(FailsWith([&] { import(m); }, ExitCode::kUnsupported,
+                        {"'call'", "inlining 'custom::F", "max_inlined_nodes = 1048576",
+                         "--max-inlined-nodes"}));
   EXPECT_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(), 30.0);
 }
 
@@ -1014,6 +1049,15 @@ TEST_F(BadInputGraph, FunctionInliningBlowUpIsCapped) {
 class BadInputAttributes : public ::testing::Test {
  protected:
   Model infer(const onnx::ModelProto& m) { return load_and_infer(tmp_.path(), m); }
+  // With the tensor-element cap lifted: what shape inference itself does with huge shapes.
+  Model infer_uncapped(const onnx::ModelProto& m) {
+    Model model = load(tmp_.path(), m);
+    verify_model(model);
+    CompileLimits limits;
+    limits.max_tensor_elements = INT64_MAX;
+    infer_shapes(model, limits);
+    return model;
+  }
 
   // X: f32[1, 2, 8, 8], W: f32[4, 2, 3, 3] initializer -> Conv -> y.
   onnx::ModelProto conv_model(const std::function<void(onnx::NodeProto*)>& edit) {
@@ -1147,8 +1191,11 @@ TEST_F(BadInputAttributes, HugeConstantOfShapeIsNotMaterialised) {
   test::add_constant(g, "shape", test::make_int64_tensor("", {2}, {huge, huge}));
   test::add_node(g, "ConstantOfShape", {"shape"}, {"y"}, "cos_node");
   test::add_output(g, "y", Tp::FLOAT, {});
+  // By default the output is over max_tensor_elements: refused, naming the node.
+  EXPECT_TRUE(FailsWith([&] { infer(m); }, ExitCode::kUnsupported,
+                        {"node 'cos_node' (ConstantOfShape)", "output 'y'", "max_tensor_elements"}));
   auto start = std::chrono::steady_clock::now();
-  Model model = infer(m);
+  Model model = infer_uncapped(m);
   EXPECT_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(), 5.0);
   const Value& y = model.graph->value(model.graph->find("y"));
   EXPECT_EQ(y.data, nullptr);
@@ -1167,8 +1214,10 @@ TEST_F(BadInputAttributes, HugeExpandIsNotMaterialised) {
   test::add_constant(g, "shape", test::make_int64_tensor("", {2}, {huge, huge}));
   test::add_node(g, "Expand", {"one", "shape"}, {"y"}, "expand_node");
   test::add_output(g, "y", Tp::FLOAT, {});
+  EXPECT_TRUE(FailsWith([&] { infer(m); }, ExitCode::kUnsupported,
+                        {"node 'expand_node' (Expand)", "output 'y'", "max_tensor_elements"}));
   auto start = std::chrono::steady_clock::now();
-  Model model = infer(m);
+  Model model = infer_uncapped(m);
   EXPECT_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(), 5.0);
   const Value& y = model.graph->value(model.graph->find("y"));
   EXPECT_EQ(y.data, nullptr);

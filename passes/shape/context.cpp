@@ -3,7 +3,8 @@
 
 namespace cuvil::shape {
 namespace {
-// Symbolic contents are tracked only for small tensors: shape arithmetic, not data.
+// Symbolic contents are tracked only for small tensors: shape arithmetic, not data (and never
+// more than limits.max_fold_elements).
 constexpr int64_t kMaxSymElements = 1024;
 
 // Types TensorData::int_at reads; packed 4-bit tensors are not shape material.
@@ -33,7 +34,7 @@ std::optional<std::vector<DimExpr>> InferContext::sym_ints(size_t i) const {
   if (!v) return std::nullopt;
   if (v->sym_data) return v->sym_data;
   if (v->data && is_index_dtype(v->data->dtype) && v->data->dims.size() <= 1 &&
-      v->data->numel() <= kMaxSymElements) {
+      v->data->numel() <= std::min(kMaxSymElements, state_.limits.max_fold_elements)) {
     std::vector<DimExpr> out;
     for (int64_t k = 0; k < v->data->numel(); ++k) out.emplace_back(v->data->int_at(k));
     return out;
@@ -44,7 +45,10 @@ std::optional<std::vector<DimExpr>> InferContext::sym_ints(size_t i) const {
 std::optional<std::vector<int64_t>> InferContext::const_ints(size_t i) const {
   const Value* v = input(i);
   if (!v) return std::nullopt;
-  if (v->data && is_index_dtype(v->data->dtype) && v->data->numel() <= (1 << 20)) {
+  // Reading constant data is compile-time work bounded by max_fold_elements; larger
+  // tensors are treated as unknown contents (the rules then leave their results symbolic).
+  if (v->data && is_index_dtype(v->data->dtype) &&
+      v->data->numel() <= state_.limits.max_fold_elements) {
     std::vector<int64_t> out;
     out.reserve(static_cast<size_t>(v->data->numel()));
     for (int64_t k = 0; k < v->data->numel(); ++k) out.push_back(v->data->int_at(k));
@@ -81,7 +85,9 @@ void InferContext::set_output(size_t i, DType dtype, std::optional<Shape> shape)
 
 void InferContext::set_output_sym_data(size_t i, std::vector<DimExpr> contents) {
   Value* v = output(i);
-  if (!v || static_cast<int64_t>(contents.size()) > kMaxSymElements) return;
+  if (!v || static_cast<int64_t>(contents.size()) >
+                std::min(kMaxSymElements, state_.limits.max_fold_elements))
+    return;
   for (auto& e : contents) e = sym::simplify(e, ranges());
   v->sym_data = std::move(contents);
 }
@@ -136,6 +142,7 @@ DimExpr InferContext::data_dependent_dim(const std::string& hint) {
     std::string name = base + "_" + std::to_string(state_.fresh_counter++);
     if (!state_.model->ranges.has(name)) {
       state_.model->ranges.set(name, sym::Range{0, sym::Range::kUnbounded});
+      state_.minted.emplace(name, static_cast<int64_t>(state_.minted.size()));
       return DimExpr::symbol(name);
     }
   }

@@ -7,6 +7,10 @@
 // (first to a fresh per-iteration symbol, then to unknown), then the body is inferred again.
 // Symbols minted while inferring a body are per-iteration facts, so stacked scan outputs and
 // final values never mention them.
+// Bounded: nested loops would re-infer inner bodies at every pass of every enclosing loop
+// (passes^depth). All fixpoints share one budget of rule applications (InferState,
+// widen_at_once): once it is spent, a fixpoint binds its carried values as rank-unknown, which
+// is a fixed point after one pass, so every enclosing loop finishes with one more pass each.
 #include <functional>
 #include <map>
 #include <set>
@@ -65,11 +69,10 @@ void bind_body_input(Graph& body, size_t index, ValueKind kind, DType dtype,
   v.sym_data.reset();
 }
 
-// Symbols that exist before a body is inferred; any symbol minted later is per-iteration.
-std::set<std::string> known_symbols(const InferContext& ctx) {
-  std::set<std::string> out;
-  for (const auto& [name, range] : ctx.ranges().all()) out.insert(name);
-  return out;
+// The symbols that exist before a body is inferred, as a watermark on the order in which
+// symbols are minted; any symbol minted later is per-iteration.
+int64_t known_symbols(const InferContext& ctx) {
+  return static_cast<int64_t>(ctx.state().minted.size());
 }
 
 // Rewrites dims that mention a per-iteration symbol into fresh symbols for a value that
@@ -77,14 +80,17 @@ std::set<std::string> known_symbols(const InferContext& ctx) {
 // distinct expression, so equal dims stay equal.
 class LocalSymbolLifter {
  public:
-  LocalSymbolLifter(InferContext& ctx, std::set<std::string> outer, std::string hint)
-      : ctx_(ctx), outer_(std::move(outer)), hint_(std::move(hint)) {}
+  LocalSymbolLifter(InferContext& ctx, int64_t outer, std::string hint)
+      : ctx_(ctx), outer_(outer), hint_(std::move(hint)) {}
 
   Dim lift(const Dim& d) {
     if (!d) return d;
     bool local = false;
-    for (const std::string& s : d->symbols())
-      if (ctx_.ranges().has(s) && !outer_.count(s)) local = true;
+    const auto& minted = ctx_.state().minted;
+    for (const std::string& s : d->symbols()) {
+      auto it = minted.find(s);
+      if (it != minted.end() && it->second >= outer_) local = true;
+    }
     if (!local) return d;
     auto it = memo_.find(*d);
     if (it != memo_.end()) return it->second;
@@ -101,7 +107,7 @@ class LocalSymbolLifter {
 
  private:
   InferContext& ctx_;
-  std::set<std::string> outer_;
+  int64_t outer_;  // serial of the first per-iteration symbol
   std::string hint_;
   std::map<DimExpr, DimExpr> memo_;
 };
@@ -125,12 +131,22 @@ std::vector<std::optional<Shape>> infer_carried(InferContext& ctx, Graph& body, 
   std::vector<std::optional<Shape>> shapes;
   for (const Carried& c : carried)
     shapes.push_back(c.kind == ValueKind::Tensor ? c.shape : std::nullopt);
+  // Rank-unknown carried values are a fixed point: one pass settles them.
+  bool general = false;
+  auto widen_to_general = [&] {
+    for (auto& s : shapes) s.reset();
+    general = true;
+  };
+  if (ctx.state().widen_at_once()) {
+    widen_to_general();
+    ctx.state().stats.budget_spent = true;
+  }
   for (int pass = 0;; ++pass) {
     bind_fixed();
     for (size_t i = 0; i < carried.size(); ++i)
       bind_body_input(body, first_in + i, carried[i].kind, carried[i].dtype, shapes[i]);
     ctx.infer_subgraph(body);
-    if (pass > kMaxCarriedPasses) break;  // the rank-unknown pass below is a fixed point
+    if (general) break;
     bool changed = false;
     for (size_t i = 0; i < carried.size(); ++i) {
       const Value& out = body.value(body.outputs[first_out + i]);
@@ -159,8 +175,12 @@ std::vector<std::optional<Shape>> infer_carried(InferContext& ctx, Graph& body, 
       }
     }
     if (!changed) break;
-    if (pass == kMaxCarriedPasses)
-      for (auto& s : shapes) s.reset();
+    if (pass == kMaxCarriedPasses) {
+      widen_to_general();
+    } else if (ctx.state().widen_at_once()) {
+      widen_to_general();
+      ctx.state().stats.budget_spent = true;
+    }
   }
   return shapes;
 }
@@ -194,6 +214,38 @@ DimExpr trip_count_from(const InferContext& ctx, const DimExpr& m) {
   return sym::max(m, DimExpr(0));
 }
 
+// A control-flow scalar (If and Loop conditions, the Loop trip count) must be one element of
+// the ONNX dtype. Refused here when provably not (exit 3): a tensor of another kind or dtype, or
+// a constant extent other than 1. An extent still unknown is left to lowering, which needs it
+// to be known as 1 (the package verifier's scalar operands) and refuses it with exit 4, so
+// inference and `--emit ir` still work on such models.
+void require_one_element(const InferContext& ctx, const Value& v, const char* what, DType want) {
+  if (v.kind != ValueKind::Tensor)
+    ctx.fail(what, " '", v.name, "' is a ", value_kind_name(v.kind), ", expected a ",
+             dtype_name(want), " tensor");
+  if (v.dtype != DType::Undefined && v.dtype != want)
+    ctx.fail(what, " '", v.name, "' has dtype ", dtype_name(v.dtype), ", expected ", dtype_name(want));
+  if (!v.shape) return;
+  for (size_t k = 0; k < v.shape->size(); ++k) {
+    const Dim& d = (*v.shape)[k];
+    if (d && d->constant() && *d->constant() != 1)
+      ctx.fail(what, " '", v.name, "' has ", *d->constant(), " entries along axis ", k,
+               "; it must have exactly one element");
+  }
+}
+
+// A body input whose declared element type disagrees with what the node feeds it (ONNX
+// requires them to agree). Inference binds the fed type over the declared one, so this is
+// checked on the declared type before the first binding; later passes see the bound type.
+void require_body_input_dtype(const InferContext& ctx, const Graph& body, size_t index, DType fed,
+                              const std::string& fed_by) {
+  const Value& v = body.value(body.inputs[index]);
+  if (v.kind == ValueKind::Tensor && v.dtype != DType::Undefined && fed != DType::Undefined &&
+      v.dtype != fed)
+    ctx.fail("body input '", v.name, "' is declared ", dtype_name(v.dtype), " but ", fed_by,
+             " is ", dtype_name(fed));
+}
+
 void require_body_arity(const InferContext& ctx, const Graph& body, const char* key, size_t inputs,
                         size_t min_outputs) {
   if (body.inputs.size() != inputs)
@@ -206,6 +258,10 @@ void require_body_arity(const InferContext& ctx, const Graph& body, const char* 
 }  // namespace
 
 void infer_if_op(InferContext& ctx) {
+  if (ctx.num_inputs() != 1)
+    ctx.fail("If has ", ctx.num_inputs(), " inputs, expected 1 (the condition)");
+  if (!ctx.has_input(0)) ctx.fail("the condition (input 0) is missing");
+  require_one_element(ctx, *ctx.input(0), "condition", DType::Bool);
   Graph& then_g = subgraph_attr(ctx, "then_branch");
   Graph& else_g = subgraph_attr(ctx, "else_branch");
   for (Graph* g : {&then_g, &else_g})
@@ -271,14 +327,21 @@ void infer_loop(InferContext& ctx) {
     ctx.fail("Loop has ", ctx.num_outputs(), " outputs but its body yields only ",
              n_carried + n_scan);
 
+  if (const Value* m = ctx.input(0)) require_one_element(ctx, *m, "trip count", DType::Int64);
+  if (const Value* c = ctx.input(1)) require_one_element(ctx, *c, "condition", DType::Bool);
   std::vector<Carried> carried;
   for (size_t i = 0; i < n_carried; ++i) carried.push_back(carried_from(ctx.required_input(2 + i)));
-  std::set<std::string> outer = known_symbols(ctx);
+  require_body_input_dtype(ctx, body, 0, DType::Int64, "the iteration number");
+  require_body_input_dtype(ctx, body, 1, DType::Bool, "the condition");
+  for (size_t i = 0; i < n_carried; ++i)
+    require_body_input_dtype(ctx, body, 2 + i, carried[i].dtype, "carried value '" + carried[i].name + "'");
+  const int64_t outer = known_symbols(ctx);
   auto bind_fixed = [&] {
     bind_body_input(body, 0, ValueKind::Tensor, DType::Int64, Shape{});
     bind_body_input(body, 1, ValueKind::Tensor, DType::Bool, Shape{});
   };
   auto fixed = infer_carried(ctx, body, 2, 1, carried, bind_fixed, "loop");
+  require_one_element(ctx, body.value(body.outputs[0]), "body condition", DType::Bool);
 
   for (size_t i = 0; i < n_carried && i < ctx.num_outputs(); ++i) {
     const Value& out = body.value(body.outputs[1 + i]);
@@ -365,7 +428,11 @@ void infer_scan(InferContext& ctx) {
     if (!v8 || !v.shape) return v.shape;
     if (v.shape->empty())
       ctx.fail("input '", v.name, "' is a scalar but Scan-8 inputs have a batch axis");
-    if (!batch) batch = v.shape->front();
+    const Dim& b = v.shape->front();
+    if (batch && b && sym::prove_not_equal(*batch, *b, ctx.ranges()))
+      ctx.fail("input '", v.name, "' has batch size ", b->to_string(), " but the first input has ",
+               batch->to_string(), " (Scan-8 inputs share their leading batch axis)");
+    if (!batch) batch = b;
     return Shape(v.shape->begin() + 1, v.shape->end());
   };
 
@@ -375,6 +442,7 @@ void infer_scan(InferContext& ctx) {
     Carried c = carried_from(v);
     c.shape = strip_batch(v);
     state.push_back(c);
+    require_body_input_dtype(ctx, body, i, c.dtype, "state '" + c.name + "'");
   }
   // Scan inputs: the body sees one slice, without the scan axis. The sequence length is the
   // scanned extent, shared by all scan inputs.
@@ -383,6 +451,7 @@ void infer_scan(InferContext& ctx) {
   for (size_t j = 0; j < n_scan_in; ++j) {
     const Value& v = ctx.required_input(first_state + n_state + j);
     Carried c = carried_from(v);
+    require_body_input_dtype(ctx, body, n_state + j, c.dtype, "scan input '" + c.name + "'");
     c.shape = strip_batch(v);
     if (c.shape) {
       int64_t rank = static_cast<int64_t>(c.shape->size());
@@ -397,7 +466,7 @@ void infer_scan(InferContext& ctx) {
     slices.push_back(c);
   }
 
-  std::set<std::string> outer = known_symbols(ctx);
+  const int64_t outer = known_symbols(ctx);
   auto bind_fixed = [&] {
     for (size_t j = 0; j < n_scan_in; ++j)
       bind_body_input(body, n_state + j, slices[j].kind, slices[j].dtype, slices[j].shape);

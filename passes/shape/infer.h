@@ -9,10 +9,13 @@
 #pragma once
 
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "ir/graph.h"
+#include "passes/infer_shapes.h"
 #include "support/error.h"
+#include "support/limits.h"
 
 namespace cuvil::shape {
 
@@ -22,8 +25,16 @@ using InferFn = void (*)(InferContext&);
 // Per-run state shared by all nodes (symbol minting, ranges, caps).
 struct InferState {
   Model* model = nullptr;
+  CompileLimits limits;
   int fresh_counter = 0;
   int depth = 0;  // subgraph nesting
+  // Symbols data_dependent_dim has minted, in order: name -> serial. A symbol minted after a
+  // serial recorded before inferring a body is a per-iteration fact of that body (control.cpp);
+  // a watermark instead of a copy of every known symbol keeps each Loop/Scan O(1) here.
+  std::unordered_map<std::string, int64_t> minted;
+  ShapeInferenceStats stats;
+  // The widening budget is spent: Loop/Scan fixpoints go straight to their general result.
+  bool widen_at_once() const { return stats.rule_applications > stats.widening_budget; }
 };
 
 class InferContext {
@@ -34,6 +45,9 @@ class InferContext {
   const Node& node() const { return node_; }
   Graph& graph() { return graph_; }
   Model& model() { return *state_.model; }
+  const InferState& state() const { return state_; }
+  InferState& state() { return state_; }
+  const CompileLimits& limits() const { return state_.limits; }
   const sym::SymbolRanges& ranges() const { return state_.model->ranges; }
 
   size_t num_inputs() const { return node_.inputs.size(); }
