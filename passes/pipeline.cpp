@@ -4,6 +4,7 @@
 
 #include "ir/verifier.h"
 #include "passes/canonicalize.h"
+#include "passes/cse.h"
 #include "passes/dce.h"
 #include "passes/fold_constants.h"
 #include "passes/infer_shapes.h"
@@ -35,6 +36,9 @@ std::string run_canonicalize(Model& m, const PassContext& c) {
   for (const auto& [name, count] : canonicalize(m, c.user_patterns))
     note += (note.empty() ? "" : ", ") + name + " " + std::to_string(count);
   return note;
+}
+std::string run_cse(Model& m, const PassContext&) {
+  return std::to_string(eliminate_common_subexpressions(m)) + " merged";
 }
 std::string run_remove_identities(Model& m, const PassContext&) {
   remove_identities(m);
