@@ -5,6 +5,7 @@
 #include <cstring>
 
 #include "passes/graph_edit.h"
+#include "passes/node_attr_reader.h"
 #include "runtime/op_kernel.h"
 #include "support/checked.h"
 
@@ -13,70 +14,14 @@ namespace {
 
 using rt::TensorView;
 
-class IrAttrReader : public rt::AttrReader {
- public:
-  explicit IrAttrReader(const Node& n) : node_(n) {
-    for (const auto& [key, a] : n.attrs)
-      if (a.kind == Attribute::Kind::Tensor && a.t) {
-        TensorView v;
-        v.dtype = a.t->dtype;
-        v.dims = a.t->dims;
-        v.data = const_cast<uint8_t*>(a.t->bytes.data());
-        tensors_.emplace_back(key, v);
-      }
-  }
-  const Attribute* find(const char* name) const { return node_.attr(name); }
-  bool has(const char* name) const override { return find(name) != nullptr; }
-  int64_t get_int(const char* name, int64_t fallback) const override {
-    const Attribute* a = find(name);
-    return a && a->kind == Attribute::Kind::Int ? a->i : fallback;
-  }
-  float get_float(const char* name, float fallback) const override {
-    const Attribute* a = find(name);
-    if (a && a->kind == Attribute::Kind::Float) return a->f;
-    if (a && a->kind == Attribute::Kind::Int) return static_cast<float>(a->i);
-    return fallback;
-  }
-  std::string get_string(const char* name, const std::string& fallback) const override {
-    const Attribute* a = find(name);
-    return a && a->kind == Attribute::Kind::String ? a->s : fallback;
-  }
-  std::vector<int64_t> get_ints(const char* name) const override {
-    const Attribute* a = find(name);
-    return a && a->kind == Attribute::Kind::Ints ? a->ints : std::vector<int64_t>{};
-  }
-  std::vector<float> get_floats(const char* name) const override {
-    const Attribute* a = find(name);
-    return a && a->kind == Attribute::Kind::Floats ? a->floats : std::vector<float>{};
-  }
-  std::vector<std::string> get_strings(const char* name) const override {
-    const Attribute* a = find(name);
-    return a && a->kind == Attribute::Kind::Strings ? a->strings : std::vector<std::string>{};
-  }
-  const TensorView* get_tensor(const char* name) const override {
-    for (const auto& [k, v] : tensors_)
-      if (k == name) return &v;
-    return nullptr;
-  }
-
- private:
-  const Node& node_;
-  std::vector<std::pair<std::string, TensorView>> tensors_;
-};
-
 // Runs one node on constant inputs; outputs must come out with the dtype and static dims shape
 // inference gave them, or the evaluation is abandoned.
 class FoldOpContext : public rt::OpContext {
  public:
   FoldOpContext(const Graph& g, const Node& n) : g_(g), n_(n), attrs_(n) {
     inputs_.resize(n.inputs.size());
-    for (size_t i = 0; i < n.inputs.size(); ++i) {
-      if (n.inputs[i] == kNoValue) continue;
-      const TensorData& d = *g.value(n.inputs[i]).data;
-      inputs_[i].dtype = d.dtype;
-      inputs_[i].dims = d.dims;
-      inputs_[i].data = const_cast<uint8_t*>(d.bytes.data());
-    }
+    for (size_t i = 0; i < n.inputs.size(); ++i)
+      if (n.inputs[i] != kNoValue) inputs_[i] = view_of(*g.value(n.inputs[i]).data);
     outputs_.resize(n.outputs.size());
   }
   const char* op_name() const override { return n_.op_type.c_str(); }
@@ -135,7 +80,7 @@ class FoldOpContext : public rt::OpContext {
   };
   const Graph& g_;
   const Node& n_;
-  IrAttrReader attrs_;
+  NodeAttrReader attrs_;
   std::vector<TensorView> inputs_;
   std::vector<Out> outputs_;
 };

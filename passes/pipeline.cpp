@@ -10,6 +10,7 @@
 #include "passes/infer_shapes.h"
 #include "passes/loop_sequences.h"
 #include "passes/remove_identities.h"
+#include "passes/shape_arithmetic.h"
 #include "support/error.h"
 
 namespace cuvil {
@@ -30,6 +31,9 @@ std::string run_fold_constants(Model& m, const PassContext& c) {
     note += "; " + std::to_string(s.too_large) + " with constant inputs left as run-time work (results over " +
             "max_fold_elements = " + std::to_string(c.limits.max_fold_elements) + ")";
   return note;
+}
+std::string run_shape_arithmetic(Model& m, const PassContext&) {
+  return std::to_string(shape_arithmetic_to_expressions(m)) + " nodes rewritten";
 }
 std::string run_canonicalize(Model& m, const PassContext& c) {
   std::string note;

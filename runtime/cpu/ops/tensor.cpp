@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "ir/symbolic_ints.h"
 #include "runtime/cpu/ops/kernel_util.h"
 
 namespace cuvil::rt::ops {
@@ -105,6 +106,79 @@ Status kernel_Shape(OpContext& ctx) {
   TensorView* out = nullptr;
   CUVIL_RETURN_IF_ERROR(allocate_checked(ctx, 0, DType::Int64, {n}, &out));
   for (int64_t i = 0; i < n; ++i) out->as<int64_t>()[i] = x->dims[static_cast<size_t>(start + i)];
+  return Status::ok();
+}
+
+// cuvil::SymbolicInts (ir/symbolic_ints.h): integer expressions over the dims of its inputs.
+// Every attribute comes from the package, so each is checked before use.
+Status kernel_SymbolicInts(OpContext& ctx) {
+  const AttrReader& a = ctx.attrs();
+  const std::vector<int64_t> dims = a.get_ints("dims"), code = a.get_ints("code"), lengths = a.get_ints("lengths"),
+                             shape = a.get_ints("shape");
+  const int64_t to = a.get_int("to", 7);
+  if (dims.size() % 2 != 0) return ctx.error(StatusCode::kInvalidArgument, "dims must hold (input, axis) pairs");
+  std::vector<int64_t> slots;
+  for (size_t k = 0; k < dims.size(); k += 2) {
+    if (dims[k] < 0 || static_cast<uint64_t>(dims[k]) >= ctx.num_inputs() || !ctx.input(static_cast<size_t>(dims[k])))
+      return ctx.error(StatusCode::kInvalidArgument, "slot ", k / 2, " reads input ", dims[k], ", which is not there");
+    const TensorView* x = ctx.input(static_cast<size_t>(dims[k]));
+    if (dims[k + 1] < 0 || static_cast<uint64_t>(dims[k + 1]) >= x->dims.size())
+      return ctx.error(StatusCode::kInvalidArgument, "slot ", k / 2, " reads axis ", dims[k + 1], " of a rank-",
+                       x->dims.size(), " input");
+    slots.push_back(x->dims[static_cast<size_t>(dims[k + 1])]);
+  }
+  struct Int64Ops {
+    bool overflow = false, by_zero = false;
+    int64_t constant(int64_t v) const { return v; }
+    int64_t add(int64_t x, int64_t y) {
+      auto r = checked_add(x, y);
+      overflow = overflow || !r;
+      return r ? *r : 0;
+    }
+    int64_t mul(int64_t x, int64_t y) {
+      auto r = checked_mul(x, y);
+      overflow = overflow || !r;
+      return r ? *r : 0;
+    }
+    int64_t floordiv(int64_t x, int64_t y) {
+      if (y == 0 || (x == INT64_MIN && y == -1)) {
+        by_zero = by_zero || y == 0;
+        overflow = overflow || y != 0;
+        return 0;
+      }
+      int64_t q = x / y;
+      if ((x % y != 0) && ((x < 0) != (y < 0))) --q;
+      return q;
+    }
+    int64_t mod(int64_t x, int64_t y) {
+      const int64_t q = floordiv(x, y);
+      return failed() ? 0 : x - q * y;
+    }
+    int64_t min(int64_t x, int64_t y) const { return std::min(x, y); }
+    int64_t max(int64_t x, int64_t y) const { return std::max(x, y); }
+    bool failed() const { return overflow || by_zero; }
+  } ops;
+  std::vector<int64_t> values;
+  const std::string problem = symints::evaluate(code, lengths, slots, ops, &values);
+  if (!problem.empty()) return ctx.error(StatusCode::kInvalidArgument, "malformed expressions: ", problem);
+  if (ops.by_zero) return ctx.error(StatusCode::kRuntime, "an expression divides by zero");
+  if (ops.overflow) return ctx.error(StatusCode::kRuntime, "an expression overflows int64");
+  const bool scalar = shape.empty();
+  if (scalar ? values.size() != 1 : (shape.size() != 1 || shape[0] != static_cast<int64_t>(values.size())))
+    return ctx.error(StatusCode::kInvalidArgument, "shape does not hold the ", values.size(), " elements");
+  if (to != static_cast<int64_t>(DType::Int64) && to != static_cast<int64_t>(DType::Int32))
+    return ctx.error(StatusCode::kInvalidArgument, "to must be int64 or int32, got ", to);
+  TensorView* out = nullptr;
+  CUVIL_RETURN_IF_ERROR(allocate_checked(ctx, 0, static_cast<DType>(to), shape, &out));
+  for (size_t i = 0; i < values.size(); ++i) {
+    if (to == static_cast<int64_t>(DType::Int64)) {
+      out->as<int64_t>()[i] = values[i];
+    } else {
+      if (values[i] < INT32_MIN || values[i] > INT32_MAX)
+        return ctx.error(StatusCode::kRuntime, "element ", i, " = ", values[i], " does not fit int32");
+      out->as<int32_t>()[i] = static_cast<int32_t>(values[i]);
+    }
+  }
   return Status::ok();
 }
 
