@@ -496,6 +496,9 @@ class Importer {
         ValueId existing = g->find(o);
         if (existing != kNoValue) {
           const Value& ev = g->value(existing);
+          // This node is not in g->nodes yet, so its own earlier output has no producer entry.
+          if (ev.producer == node_index)
+            fail(ExitCode::kInvalidModel, "node '", node.name, "' lists output '", o, "' twice");
           std::string by = ev.producer >= 0 ? "node '" + g->nodes[ev.producer].name + "'"
                            : ev.is_initializer ? std::string("an initializer")
                            : ev.outer != kNoValue ? std::string("an enclosing graph")
