@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "cli/npy.h"
+#include "runtime/package.h"
 #include "tests/compile_in_process.h"
 #include "tests/onnx_builder.h"
 #include "tests/fuzz/fuzz_entries.h"
@@ -175,6 +176,22 @@ TEST(FuzzRegressions, NodeListingAnOutputTwiceIsInvalid) {
   test::add_output(g, "y");
   EXPECT_TRUE(test::FailsWith([&] { test::compile_package(m); }, ExitCode::kInvalidModel,
                               {"node 'relu' lists output 'y' twice"}));
+}
+
+// fuzz_onnx/producer_name_invalid_utf8: text from the model (here producer_name, a byte that
+// is not UTF-8; also control bytes) went into the manifest as is, and the loader rejected the
+// package the compiler had just written.
+TEST(FuzzRegressions, ManifestTextFromTheModelIsMadeLoadable) {
+  onnx::ModelProto m = test::make_relu_model();
+  m.set_producer_name("\xe2" "ackend\x01test");
+  m.set_producer_version("1\xff");
+  const std::vector<uint8_t> bytes = test::compile_package(m);
+  std::shared_ptr<rt::LoadedPackage> pkg;
+  const rt::Status st = rt::LoadedPackage::open_memory(bytes.data(), bytes.size(), true, &pkg);
+  ASSERT_TRUE(st.is_ok()) << st.message();
+  const std::string* producer = pkg->manifest().find("producer");
+  ASSERT_NE(producer, nullptr);
+  EXPECT_EQ(*producer, "?ackend?test 1?");
 }
 
 }  // namespace

@@ -11,6 +11,8 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <cstdio>
+#include <cstdlib>
 #include <string>
 
 namespace cuvil::fuzz {
@@ -28,11 +30,32 @@ std::string fuzz_pb_one(const uint8_t* data, size_t size);
 
 }  // namespace cuvil::fuzz
 
+namespace cuvil::fuzz {
+
+// Triage aid for long runs: CUVIL_FUZZ_IGNORE="text1|text2" makes findings whose description
+// contains one of the texts count as expected outcomes, so a run goes on past known, open
+// findings (docs/security.md lists them). Never set in CI.
+inline bool finding_ignored(const std::string& finding) {
+  const char* env = std::getenv("CUVIL_FUZZ_IGNORE");
+  if (!env || !*env) return false;
+  const std::string list(env);
+  size_t begin = 0;
+  while (begin <= list.size()) {
+    size_t end = list.find('|', begin);
+    if (end == std::string::npos) end = list.size();
+    if (end > begin && finding.find(list.substr(begin, end - begin)) != std::string::npos) return true;
+    begin = end + 1;
+  }
+  return false;
+}
+
+}  // namespace cuvil::fuzz
+
 // The libFuzzer wrapper of one entry function: a finding is printed and aborts.
 #define CUVIL_FUZZ_DEFINE_TEST_ONE_INPUT(entry)                                       \
   extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {           \
     const std::string finding = entry(data, size);                                    \
-    if (!finding.empty()) {                                                           \
+    if (!finding.empty() && !cuvil::fuzz::finding_ignored(finding)) {                 \
       std::fprintf(stderr, "\n==cuvil fuzz finding== %s\n", finding.c_str());         \
       std::abort();                                                                   \
     }                                                                                 \
