@@ -2,7 +2,8 @@
 // tests/fuzz/regressions/<target>/ (one file per fuzzer finding, named after the bug) goes
 // through the same entry function the libFuzzer target runs (tests/fuzz/fuzz_entries.h), in
 // the ordinary build and under ASan + UBSan in scripts/test.sh, so a finding that comes back
-// fails here. One test per file: FuzzRegressions/Replay.File/<target>_<dir>_<file>.
+// fails here. One test per file: FuzzRegressions/Replay.File/<target>_<dir>_<file>, and
+// FuzzRegressions.EveryFileReplaysClean over all of them.
 #include <gtest/gtest.h>
 #include <onnx/onnx_pb.h>
 
@@ -103,6 +104,17 @@ TEST_P(Replay, File) {
 
 INSTANTIATE_TEST_SUITE_P(FuzzRegressions, Replay, ::testing::ValuesIn(all_cases()),
                          [](const ::testing::TestParamInfo<ReplayCase>& info) { return info.param.test_name; });
+
+// The same replay in one test that lists the files when it runs: ctest's list of the per-file
+// tests above is made when cuvil_tests is built, so a file added later is caught here first.
+TEST(FuzzRegressions, EveryFileReplaysClean) {
+  for (const ReplayCase& c : all_cases()) {
+    Entry entry = entry_for(c.target);
+    if (!entry) continue;  // EveryCorpusDirectoryHasATarget reports it
+    std::vector<uint8_t> bytes = read_bytes(c.file);
+    EXPECT_EQ(entry(bytes.data(), bytes.size()), "") << c.file;
+  }
+}
 
 TEST(FuzzRegressions, EveryCorpusDirectoryHasATarget) {
   size_t files = 0;
