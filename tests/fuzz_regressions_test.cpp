@@ -12,6 +12,7 @@
 #include <filesystem>
 #include <fstream>
 #include <iterator>
+#include <ostream>
 #include <string>
 #include <vector>
 
@@ -32,6 +33,9 @@ struct ReplayCase {
   fs::path file;
   std::string test_name;
 };
+
+// Shown by gtest instead of the struct's bytes.
+void PrintTo(const ReplayCase& c, std::ostream* os) { *os << c.file; }
 
 using Entry = std::string (*)(const uint8_t*, size_t);
 
@@ -204,6 +208,26 @@ TEST(FuzzRegressions, ManifestTextFromTheModelIsMadeLoadable) {
   const std::string* producer = pkg->manifest().find("producer");
   ASSERT_NE(producer, nullptr);
   EXPECT_EQ(*producer, "?ackend?test 1?");
+}
+
+// fuzz_onnx/fused_node_without_output: an elementwise node whose output is left unnamed ("")
+// was put into a tile kernel, whose store then looked up the missing value (std::out_of_range,
+// cuvilc exit 70). Such a node is not fused; the model compiles and its package loads.
+TEST(FuzzRegressions, NodeWithUnnamedOutputIsNotFused) {
+  onnx::ModelProto m = test::make_model();
+  onnx::GraphProto* g = m.mutable_graph();
+  test::add_input(g, "x");
+  test::add_node(g, "Relu", {"x"}, {""}, "dead_relu");
+  test::add_node(g, "Cast", {"x"}, {""}, "dead_cast");
+  test::set_attr_int(g->mutable_node(1), "to", onnx::TensorProto::FLOAT16);
+  test::add_node(g, "Neg", {"x"}, {"y"}, "neg");
+  test::add_output(g, "y");
+  for (bool fuse : {true, false}) {
+    const std::vector<uint8_t> bytes = test::compile_package(m, {}, fuse);
+    std::shared_ptr<rt::LoadedPackage> pkg;
+    const rt::Status st = rt::LoadedPackage::open_memory(bytes.data(), bytes.size(), true, &pkg);
+    EXPECT_TRUE(st.is_ok()) << st.message();
+  }
 }
 
 }  // namespace
