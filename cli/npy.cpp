@@ -407,12 +407,13 @@ std::string parse_tensor_pb(const std::string& name, const uint8_t* data, size_t
     out->bytes = std::move(raw);
     return "";
   }
-  out->bytes.resize(static_cast<size_t>(*bytes));
+  // The byte size comes from the dims alone: allocate only once the data is known to match
+  // it (a few bytes of dims can ask for terabytes).
   if (typed_field == kFloatData || typed_field == kDoubleData) {
     if (fixed.size() != static_cast<uint64_t>(*bytes))
       return name + ": " + typed_field_name(typed_field) + " has " + std::to_string(fixed.size() / (typed_field == kFloatData ? 4 : 8)) +
              " values but the dims need " + std::to_string(*bytes / (typed_field == kFloatData ? 4 : 8));
-    if (!fixed.empty()) std::memcpy(out->bytes.data(), fixed.data(), fixed.size());
+    out->bytes = std::move(fixed);
     return "";
   }
   if (!typed_field && *numel > 0)
@@ -420,6 +421,7 @@ std::string parse_tensor_pb(const std::string& name, const uint8_t* data, size_t
   if (ints.size() != static_cast<uint64_t>(*numel))
     return name + ": " + typed_field_name(typed_field) + " has " + std::to_string(ints.size()) +
            " values but the dims need " + std::to_string(*numel);
+  out->bytes.resize(static_cast<size_t>(*bytes));
   for (size_t i = 0; i < ints.size(); ++i) std::memcpy(out->bytes.data() + i * type->size, &ints[i], type->size);
   return "";
 }

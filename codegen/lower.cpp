@@ -336,6 +336,8 @@ class Lowerer {
   }
 
   bool fusible(const Graph& g, const Node& n) const {
+    // A node whose output is left unnamed ("") has nothing for a kernel to store.
+    if (n.outputs.empty() || n.outputs[0] == kNoValue) return false;
     if (tile::fusible_cast(n, g)) {
       const Shape& domain = shape_of(g, n.outputs[0]);
       return !mentions_data_dependent(domain) && broadcastable(shape_of(g, n.inputs[0]), domain);

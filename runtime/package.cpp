@@ -166,9 +166,21 @@ Status parse_manifest(std::string_view text, Manifest* out) {
 std::string render_manifest(const std::vector<ManifestEntry>& entries) {
   std::string out = "format: " + version_text(kFormatMajor, kFormatMinor) + "\n";
   for (const ManifestEntry& e : entries) {
+    // Values carry text from the model (producer, names): make them what parse_manifest
+    // accepts, so the writer never produces a manifest its own loader rejects. Line breaks
+    // become spaces, other control bytes and bytes outside valid UTF-8 become '?'.
     std::string value = e.value;
-    for (char& c : value)
+    for (char& c : value) {
+      const auto u = static_cast<unsigned char>(c);
       if (c == '\n' || c == '\r') c = ' ';
+      else if ((u < 0x20 && c != '\t') || u == 0x7f) c = '?';
+    }
+    for (size_t pos = 0; pos < value.size();) {
+      const size_t bad = find_invalid_utf8(std::string_view(value).substr(pos));
+      if (bad == std::string_view::npos) break;
+      value[pos + bad] = '?';
+      pos += bad + 1;
+    }
     out += e.key + ": " + value + "\n";
   }
   return out;

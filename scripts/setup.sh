@@ -2,21 +2,24 @@
 # Installs every Debian package cuvil's build, tests and model-export scripts need, then
 # configures and builds. Idempotent: packages already present are skipped, `apt-get update`
 # runs at most once per invocation and only when something is missing. Works as root on a
-# fresh Debian 12 (uses sudo when not root and sudo exists).
+# fresh Debian 12 (uses sudo when not root and sudo exists). --fuzz configures the build
+# directory (default build-fuzz) for the libFuzzer targets instead: clang-19, CUVIL_FUZZ=ON.
 #
-# usage: scripts/setup.sh [--no-build] [--build-dir DIR] [--sanitize address|thread]
+# usage: scripts/setup.sh [--no-build] [--build-dir DIR] [--sanitize address|thread] [--fuzz]
 set -euo pipefail
 
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 build_dir="$here/build"
 do_build=1
 sanitize=""
+fuzz=0
 while [ $# -gt 0 ]; do
   case "$1" in
     --no-build) do_build=0 ;;
     --build-dir) build_dir="$2"; shift ;;
     --sanitize) sanitize="$2"; shift ;;
-    -h|--help) sed -n '2,8p' "$0"; exit 0 ;;
+    --fuzz) fuzz=1; [ "$build_dir" = "$here/build" ] && build_dir="$here/build-fuzz" ;;
+    -h|--help) sed -n '2,9p' "$0"; exit 0 ;;
     *) echo "setup.sh: unknown argument '$1'" >&2; exit 2 ;;
   esac
   shift
@@ -28,6 +31,9 @@ packages=(
   libprotobuf-dev protobuf-compiler
   libyaml-cpp-dev libcli11-dev libgtest-dev
   libzstd-dev
+  # libFuzzer targets (scripts/fuzz.sh): clang, its sanitizer and fuzzer runtimes, and
+  # llvm-symbolizer for readable sanitizer stacks.
+  clang-19 libclang-rt-19-dev llvm-19
 )
 
 missing=()
@@ -52,6 +58,10 @@ fi
 if [ "$do_build" -eq 1 ]; then
   cmake_args=(-S "$here" -B "$build_dir" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo)
   if [ -n "$sanitize" ]; then cmake_args+=(-DCUVIL_SANITIZE="$sanitize"); fi
+  if [ "$fuzz" -eq 1 ]; then
+    cmake_args+=(-DCUVIL_FUZZ=ON -DCMAKE_CXX_COMPILER=clang++-19)
+    if command -v ccache >/dev/null; then cmake_args+=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache); fi
+  fi
   cmake "${cmake_args[@]}"
   cmake --build "$build_dir" -j2
 fi

@@ -266,11 +266,11 @@ TEST(Package, DeterministicBytes) {
   EXPECT_EQ(write_package(again), a);
 }
 
-// The checked-in package tests/fuzz/corpus/tiny.bin (also the fuzzer's seed) must equal
-// what this version writes and must load: a change of the format or of the PROGRAM
+// The checked-in package tests/fuzz/corpus/fuzz_package/tiny.bin (also the fuzzer's seed) must
+// equal what this version writes and must load: a change of the format or of the PROGRAM
 // encoding shows up here. CUVIL_UPDATE_GOLDEN=1 rewrites it after an intended change.
 TEST(Package, GoldenPackageBytes) {
-  const std::string path = std::string(CUVIL_SOURCE_DIR) + "/tests/fuzz/corpus/tiny.bin";
+  const std::string path = std::string(CUVIL_SOURCE_DIR) + "/tests/fuzz/corpus/fuzz_package/tiny.bin";
   const Bytes bytes = write_package(make_contents());
   const char* update = std::getenv("CUVIL_UPDATE_GOLDEN");
   if (update && std::string(update) == "1") write_file(path, bytes);

@@ -5,16 +5,21 @@
 // the checksums and reach the decoder and the verifier; the rest stay raw so the layout
 // checks are fuzzed too. Build and run: tests/fuzz/README.md.
 //
-// With -DCUVIL_FUZZ_STANDALONE the file has a main() that replays the files named on the
+// The entry logic is fuzz_package_one (fuzz_entries.h), which the FuzzRegressions suite also
+// runs; with -DCUVIL_FUZZ_STANDALONE the file has a main() that replays the files named on the
 // command line (a regression corpus) with any compiler, no libFuzzer needed.
 #include <cstddef>
 #include <cstdint>
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
+#include <exception>
 #include <memory>
 
 #include "runtime/crc32.h"
 #include "runtime/disasm.h"
 #include "runtime/package.h"
+#include "tests/fuzz/fuzz_entries.h"
 
 namespace {
 
@@ -45,28 +50,30 @@ void reseal(uint8_t* data, size_t size) {
 
 }  // namespace
 
-extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
-  std::shared_ptr<cuvil::rt::LoadedPackage> pkg;
-  cuvil::rt::Status st = cuvil::rt::LoadedPackage::open_memory(data, size, /*copy=*/true, &pkg);
-  if (st.is_ok()) {
-    volatile size_t n = cuvil::rt::disassemble(pkg->program()).size();
-    (void)n;
-  } else if (st.message().empty()) {
-    __builtin_trap();  // every failure must say what is wrong
+namespace cuvil::fuzz {
+
+// Also exported for the regression replay, which runs each file raw and resealed.
+void reseal_package(uint8_t* data, size_t size) { reseal(data, size); }
+
+std::string fuzz_package_one(const uint8_t* data, size_t size) {
+  try {
+    std::shared_ptr<rt::LoadedPackage> pkg;
+    rt::Status st = rt::LoadedPackage::open_memory(data, size, /*copy=*/true, &pkg);
+    if (st.is_ok()) {
+      volatile size_t n = rt::disassemble(pkg->program()).size();
+      (void)n;
+    } else if (st.message().empty()) {
+      return "open_memory failed without a message";  // every failure must say what is wrong
+    }
+  } catch (const std::exception& e) {
+    return std::string("exception from the package loader: ") + e.what();
   }
-  return 0;
+  return "";
 }
 
-#ifndef CUVIL_FUZZ_STANDALONE
-extern "C" size_t LLVMFuzzerMutate(uint8_t* data, size_t size, size_t max_size);
+}  // namespace cuvil::fuzz
 
-extern "C" size_t LLVMFuzzerCustomMutator(uint8_t* data, size_t size, size_t max_size,
-                                          unsigned int seed) {
-  size = LLVMFuzzerMutate(data, size, max_size);
-  if (seed % 8 != 0) reseal(data, size);
-  return size;
-}
-#else
+#if defined(CUVIL_FUZZ_STANDALONE)
 #include <fstream>
 #include <iostream>
 #include <iterator>
@@ -76,12 +83,27 @@ int main(int argc, char** argv) {
   for (int i = 1; i < argc; ++i) {
     std::ifstream f(argv[i], std::ios::binary);
     std::vector<uint8_t> bytes((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
-    LLVMFuzzerTestOneInput(bytes.data(), bytes.size());
+    std::string finding = cuvil::fuzz::fuzz_package_one(bytes.data(), bytes.size());
     // Also the resealed variant, as the fuzzer would produce it.
     reseal(bytes.data(), bytes.size());
-    LLVMFuzzerTestOneInput(bytes.data(), bytes.size());
+    if (finding.empty()) finding = cuvil::fuzz::fuzz_package_one(bytes.data(), bytes.size());
+    if (!finding.empty()) {
+      std::cerr << argv[i] << ": finding: " << finding << "\n";
+      return 1;
+    }
     std::cout << argv[i] << ": ok\n";
   }
   return 0;
+}
+#elif !defined(CUVIL_FUZZ_ENTRY_ONLY)
+CUVIL_FUZZ_DEFINE_TEST_ONE_INPUT(cuvil::fuzz::fuzz_package_one)
+
+extern "C" size_t LLVMFuzzerMutate(uint8_t* data, size_t size, size_t max_size);
+
+extern "C" size_t LLVMFuzzerCustomMutator(uint8_t* data, size_t size, size_t max_size,
+                                          unsigned int seed) {
+  size = LLVMFuzzerMutate(data, size, max_size);
+  if (seed % 8 != 0) reseal(data, size);
+  return size;
 }
 #endif

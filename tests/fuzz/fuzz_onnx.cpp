@@ -1,0 +1,69 @@
+// libFuzzer target for the compiler: ONNX bytes go the way `cuvilc compile` takes them
+// (import, verify_model, run_passes, check_supported, lower_model, build_package) and the
+// package comes back through the runtime's own loader, as cuvilc checks before writing it. A
+// Diagnostic is an expected outcome; an InternalError (exit 70 in cuvilc), any other
+// exception, a crash, a sanitizer report, a timeout, or a package the loader rejects is a
+// finding. The IR printer (`--emit ir`) and the disassembler (`--emit bytecode`) run too.
+// Odd-sized inputs are lowered with fusion off (`--no-fusion`), even-sized ones with it on,
+// so both code generators are fuzzed and each input stays deterministic.
+//
+// The structure-aware mutator (mutating the parsed ModelProto) is fuzz_onnx_mutator.cpp.
+#include <cstdio>
+#include <cstdlib>
+#include <exception>
+#include <memory>
+#include <new>
+#include <string_view>
+
+#include "codegen/lower.h"
+#include "codegen/package_builder.h"
+#include "frontend/onnx_import.h"
+#include "ir/printer.h"
+#include "ir/verifier.h"
+#include "passes/pipeline.h"
+#include "runtime/disasm.h"
+#include "runtime/package.h"
+#include "support/error.h"
+#include "tests/fuzz/fuzz_entries.h"
+
+namespace cuvil::fuzz {
+
+std::string fuzz_onnx_one(const uint8_t* data, size_t size) {
+  try {
+    // No model directory: external data is refused with a diagnostic, never read from disk.
+    Model model = frontend::import_onnx_bytes(
+        std::string_view(reinterpret_cast<const char*>(data), size), "", {}, "fuzz.onnx");
+    verify_model(model);
+    run_passes(model);
+    frontend::check_supported(model);
+    volatile size_t text_size = model_to_string(model).size();
+    (void)text_size;
+    codegen::LowerOptions options;
+    options.fuse_elementwise = size % 2 == 0;
+    codegen::LoweredModel lowered = codegen::lower_model(model, options);
+    volatile size_t listing_size = rt::disassemble(lowered.program).size();
+    (void)listing_size;
+    std::vector<uint8_t> bytes = codegen::build_package(model, lowered);
+    std::shared_ptr<rt::LoadedPackage> package;
+    rt::Status st = rt::LoadedPackage::open_memory(bytes.data(), bytes.size(), /*copy=*/true, &package);
+    if (!st.is_ok()) return "the compiler wrote a package its loader rejects: " + st.message();
+  } catch (const Diagnostic& d) {
+    if (std::string_view(d.what()).empty()) return "a diagnostic without a message";
+    return "";
+  } catch (const InternalError& e) {
+    return std::string("internal error (cuvilc exit 70): ") + e.what();
+  } catch (const std::bad_alloc&) {
+    return "out of memory (std::bad_alloc)";
+  } catch (const std::exception& e) {
+    return std::string("unexpected exception: ") + e.what();
+  }
+  return "";
+}
+
+}  // namespace cuvil::fuzz
+
+#if defined(CUVIL_FUZZ_STANDALONE)
+CUVIL_FUZZ_DEFINE_STANDALONE_MAIN(cuvil::fuzz::fuzz_onnx_one)
+#elif !defined(CUVIL_FUZZ_ENTRY_ONLY)
+CUVIL_FUZZ_DEFINE_TEST_ONE_INPUT(cuvil::fuzz::fuzz_onnx_one)
+#endif
