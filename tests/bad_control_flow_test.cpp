@@ -87,6 +87,16 @@ TEST(BadInputControlFlow, IfBranchWithWrongOutputCount) {
                         {"'branch'", "'else' has 2 outputs but the node has 1"}));
 }
 
+// Found by fuzz_onnx (tests/fuzz/regressions/fuzz_onnx/if_branch_with_inputs_has_no_tensor):
+// a branch declaring an input reached lowering, which has no tensor for it (exit 70).
+TEST(BadInputControlFlow, IfBranchWithInputs) {
+  auto m = if_model([](onnx::ModelProto&, onnx::NodeProto* n) {
+    typed(n->mutable_attribute(0)->mutable_g()->add_input(), "z", Tp::FLOAT);
+  });
+  EXPECT_TRUE(FailsWith([&] { compile_all(m); }, ExitCode::kInvalidModel,
+                        {"'branch'", "branch 'then' declares 1 inputs; If branches take none"}));
+}
+
 TEST(BadInputControlFlow, IfWithoutConditionInput) {
   auto m = if_model([](onnx::ModelProto&, onnx::NodeProto* n) { n->clear_input(); });
   EXPECT_TRUE(FailsWith([&] { compile_all(m); }, ExitCode::kInvalidModel,

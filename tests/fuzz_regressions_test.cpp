@@ -191,7 +191,7 @@ TEST(FuzzRegressions, NodeListingAnOutputTwiceIsInvalid) {
   test::add_node(g, "Relu", {"x"}, {"y", "y"}, "relu");
   test::add_output(g, "y");
   EXPECT_TRUE(test::FailsWith([&] { test::compile_package(m); }, ExitCode::kInvalidModel,
-                              {"node 'relu' lists output 'y' twice"}));
+                              {"node 'relu' (Relu) lists output 'y' twice"}));
 }
 
 // fuzz_onnx/producer_name_invalid_utf8: text from the model (here producer_name, a byte that

@@ -264,10 +264,14 @@ void infer_if_op(InferContext& ctx) {
   require_one_element(ctx, *ctx.input(0), "condition", DType::Bool);
   Graph& then_g = subgraph_attr(ctx, "then_branch");
   Graph& else_g = subgraph_attr(ctx, "else_branch");
-  for (Graph* g : {&then_g, &else_g})
+  for (Graph* g : {&then_g, &else_g}) {
+    if (!g->inputs.empty())
+      ctx.fail("branch '", g->name, "' declares ", g->inputs.size(),
+               " inputs; If branches take none (they read enclosing values directly)");
     if (g->outputs.size() != ctx.num_outputs())
       ctx.fail("branch '", g->name, "' has ", g->outputs.size(), " outputs but the node has ",
                ctx.num_outputs());
+  }
   // A constant condition selects one branch; the other may not even be valid for these
   // shapes (exporters keep dead branches), so it is not inferred.
   std::optional<bool> taken;
