@@ -9,12 +9,12 @@
 # if any target had a finding. CI's smoke stage is `scripts/fuzz.sh all 30`.
 #
 #   usage: scripts/fuzz.sh [--build] TARGET|all SECONDS [libFuzzer flags...]
-#   TARGET: fuzz_onnx, fuzz_package, fuzz_npy or fuzz_pb
+#   TARGET: fuzz_onnx, fuzz_package, fuzz_npy, fuzz_pb or fuzz_config
 set -euo pipefail
 
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 build_dir="$here/build-fuzz"
-all_targets=(fuzz_onnx fuzz_package fuzz_npy fuzz_pb)
+all_targets=(fuzz_onnx fuzz_package fuzz_npy fuzz_pb fuzz_config)
 
 usage() { sed -n '11,12p' "$0" | sed 's/^# *//' >&2; exit 2; }
 

@@ -50,6 +50,7 @@ const TargetEntry kTargets[] = {
     {"fuzz_onnx", fuzz::fuzz_onnx_one},
     {"fuzz_npy", fuzz::fuzz_npy_one},
     {"fuzz_pb", fuzz::fuzz_pb_one},
+    {"fuzz_config", fuzz::fuzz_config_one},
 };
 
 Entry entry_for(const std::string& target) {

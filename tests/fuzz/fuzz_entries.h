@@ -27,6 +27,8 @@ std::string fuzz_onnx_one(const uint8_t* data, size_t size);
 // cuvil-run's tensor readers (fuzz_npy.cpp, fuzz_pb.cpp).
 std::string fuzz_npy_one(const uint8_t* data, size_t size);
 std::string fuzz_pb_one(const uint8_t* data, size_t size);
+// cuvilc's YAML config reader (fuzz_config.cpp).
+std::string fuzz_config_one(const uint8_t* data, size_t size);
 
 }  // namespace cuvil::fuzz
 

@@ -28,13 +28,29 @@
 
 namespace cuvil::fuzz {
 
+// Caps below cuvilc's defaults: a 64 KB input may legitimately ask for up to the default caps
+// (about 1 GiB of inlining), which is tested by BadInputResourceLimits; here the fuzzer's
+// time goes to many small inputs instead, and the caps' own refusals are exercised too.
+CompileLimits fuzz_limits() {
+  CompileLimits l;
+  l.max_nodes = 100000;
+  l.max_inlined_nodes = 100000;
+  l.max_inlined_bytes = int64_t{64} << 20;
+  l.max_tensor_elements = int64_t{1} << 26;
+  return l;
+}
+
 std::string fuzz_onnx_one(const uint8_t* data, size_t size) {
   try {
     // No model directory: external data is refused with a diagnostic, never read from disk.
+    frontend::ImportOptions import;
+    import.limits = fuzz_limits();
     Model model = frontend::import_onnx_bytes(
-        std::string_view(reinterpret_cast<const char*>(data), size), "", {}, "fuzz.onnx");
+        std::string_view(reinterpret_cast<const char*>(data), size), "", import, "fuzz.onnx");
     verify_model(model);
-    run_passes(model);
+    PipelineOptions pipeline;
+    pipeline.context.limits = import.limits;
+    run_passes(model, pipeline);
     frontend::check_supported(model);
     volatile size_t text_size = model_to_string(model).size();
     (void)text_size;
