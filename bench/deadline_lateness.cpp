@@ -18,12 +18,7 @@
 #include <string>
 #include <vector>
 
-#include "codegen/lower.h"
-#include "codegen/package_builder.h"
-#include "frontend/onnx_import.h"
-#include "passes/infer_shapes.h"
-#include "runtime/package.h"
-#include "runtime/session.h"
+#include "bench/fused_vs_unfused.h"
 
 namespace {
 
@@ -98,17 +93,7 @@ struct Program {
 };
 
 bool build(const std::string& bytes, bool fuse, Program* p) {
-  Model model = frontend::import_onnx_bytes(bytes, "", {}, "lateness.onnx");
-  infer_shapes(model);
-  codegen::LowerOptions lo;
-  lo.fuse_elementwise = fuse;
-  codegen::LoweredModel lowered = codegen::lower_model(model, lo);
-  p->kernels = lowered.fused_kernels;
-  p->calls = lowered.call_ops;
-  std::vector<uint8_t> pkg = codegen::build_package(model, lowered);
-  rt::Status st = rt::LoadedPackage::open_memory(pkg.data(), pkg.size(), true, &p->pkg);
-  if (!st.is_ok()) std::fprintf(stderr, "package: %s\n", st.message().c_str());
-  return st.is_ok();
+  return bench::compile_to_package(bytes, fuse, &p->pkg, &p->kernels, &p->calls);
 }
 
 // One run of `p` on x with this deadline; the wall time in ms, or -1 after an unexpected status.

@@ -21,12 +21,7 @@
 #include <immintrin.h>
 #endif
 
-#include "codegen/lower.h"
-#include "codegen/package_builder.h"
-#include "frontend/onnx_import.h"
-#include "passes/infer_shapes.h"
-#include "runtime/package.h"
-#include "runtime/session.h"
+#include "bench/fused_vs_unfused.h"
 
 namespace {
 
@@ -105,10 +100,7 @@ std::string chain_model(int64_t n) {
   return m.SerializeAsString();
 }
 
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v[v.size() / 2];
-}
+using cuvil::bench::median;
 
 }  // namespace
 
@@ -117,25 +109,9 @@ int main(int argc, char** argv) {
   const int repeats = argc > 2 ? std::atoi(argv[2]) : 15;
   const int threads = argc > 3 ? std::atoi(argv[3]) : 1;
   std::string bytes = chain_model(n);
-  cuvil::Model model = cuvil::frontend::import_onnx_bytes(bytes, "", {}, "chain.onnx");
-  cuvil::infer_shapes(model);
-  cuvil::codegen::LoweredModel lowered = cuvil::codegen::lower_model(model);
-  std::vector<uint8_t> pkg_bytes = cuvil::codegen::build_package(model, lowered);
-  std::shared_ptr<cuvil::rt::LoadedPackage> pkg;
-  cuvil::rt::Status st = cuvil::rt::LoadedPackage::open_memory(pkg_bytes.data(), pkg_bytes.size(), true, &pkg);
-  if (!st.is_ok()) {
-    std::fprintf(stderr, "package: %s\n", st.message().c_str());
-    return 1;
-  }
-  cuvil::rt::SessionOptions opt;
-  opt.threads = threads;
-  std::unique_ptr<cuvil::rt::Session> owned;
-  st = cuvil::rt::Session::create(pkg, opt, &owned);
-  if (!st.is_ok()) {
-    std::fprintf(stderr, "session: %s\n", st.message().c_str());
-    return 1;
-  }
-  cuvil::rt::Session& session = *owned;
+  cuvil::bench::Runner runner;
+  if (!cuvil::bench::make_runner(bytes, /*fuse=*/true, threads, &runner)) return 1;
+  cuvil::rt::Session& session = *runner.session;
   std::vector<float> x(static_cast<size_t>(n)), y(static_cast<size_t>(n));
   std::mt19937 rng(7);
   std::uniform_real_distribution<float> dist(-2.f, 2.f);
@@ -149,7 +125,7 @@ int main(int argc, char** argv) {
 #endif
   for (int r = 0; r < repeats + 2; ++r) {  // first two rounds warm up
     auto a = std::chrono::steady_clock::now();
-    st = session.set_input(0, cuvil::DType::Float, {n}, x.data(), x.size() * sizeof(float));
+    cuvil::rt::Status st = session.set_input(0, cuvil::DType::Float, {n}, x.data(), x.size() * sizeof(float));
     if (st.is_ok()) st = session.run();
     auto b = std::chrono::steady_clock::now();
     reference_loop(x.data(), y.data(), n);
@@ -174,8 +150,7 @@ int main(int argc, char** argv) {
   double mc = median(t_cuvil), mr = median(t_ref);
   std::printf("elementwise chain: 8 ops over %lld floats, %d repeats, cuvil threads=%d\n",
               static_cast<long long>(n), repeats, threads);
-  std::printf("  tile kernels: %d (fusing %d nodes), op calls: %d\n", lowered.fused_kernels, lowered.fused_nodes,
-              lowered.call_ops);
+  std::printf("  tile kernels: %d, op calls: %d\n", runner.kernels, runner.calls);
   std::printf("  cuvil  median %.2f ms\n  C++ -O3 loop median %.2f ms\n  ratio cuvil / loop = %.2fx\n", mc, mr, mc / mr);
   std::printf("  max |cuvil - loop| = %g\n", max_diff);
   if (avx2) {

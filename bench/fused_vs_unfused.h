@@ -14,7 +14,7 @@
 #include "codegen/lower.h"
 #include "codegen/package_builder.h"
 #include "frontend/onnx_import.h"
-#include "passes/infer_shapes.h"
+#include "passes/pipeline.h"
 #include "runtime/package.h"
 #include "runtime/session.h"
 
@@ -26,24 +26,30 @@ struct Runner {
   int kernels = 0, calls = 0;  // tile kernels and CallOps of the lowered program
 };
 
-// Compiles the serialized model `bytes`; false (with a message on stderr) if it fails.
-inline bool make_runner(const std::string& bytes, bool fuse, int threads, Runner* r) {
+// Compiles the serialized model `bytes` the way cuvilc does (import, the pass pipeline,
+// lowering with fusion on or off, package) and loads the package; false (with a message on
+// stderr) if it fails. `kernels`/`calls` (optional) get the tile kernels and CallOps.
+inline bool compile_to_package(const std::string& bytes, bool fuse, std::shared_ptr<rt::LoadedPackage>* pkg,
+                               int* kernels = nullptr, int* calls = nullptr) {
   Model model = frontend::import_onnx_bytes(bytes, "", {}, "bench.onnx");
-  infer_shapes(model);
+  run_passes(model);
   codegen::LowerOptions lo;
   lo.fuse_elementwise = fuse;
   codegen::LoweredModel lowered = codegen::lower_model(model, lo);
-  r->kernels = lowered.fused_kernels;
-  r->calls = lowered.call_ops;
-  std::vector<uint8_t> pkg = codegen::build_package(model, lowered);
-  rt::Status st = rt::LoadedPackage::open_memory(pkg.data(), pkg.size(), true, &r->pkg);
-  if (!st.is_ok()) {
-    std::fprintf(stderr, "package: %s\n", st.message().c_str());
-    return false;
-  }
+  if (kernels) *kernels = lowered.fused_kernels;
+  if (calls) *calls = lowered.call_ops;
+  std::vector<uint8_t> bytes_out = codegen::build_package(model, lowered);
+  rt::Status st = rt::LoadedPackage::open_memory(bytes_out.data(), bytes_out.size(), true, pkg);
+  if (!st.is_ok()) std::fprintf(stderr, "package: %s\n", st.message().c_str());
+  return st.is_ok();
+}
+
+// Compiles `bytes` (compile_to_package) into a session with `threads` threads.
+inline bool make_runner(const std::string& bytes, bool fuse, int threads, Runner* r) {
+  if (!compile_to_package(bytes, fuse, &r->pkg, &r->kernels, &r->calls)) return false;
   rt::SessionOptions opt;
   opt.threads = threads;
-  st = rt::Session::create(r->pkg, opt, &r->session);
+  rt::Status st = rt::Session::create(r->pkg, opt, &r->session);
   if (!st.is_ok()) {
     std::fprintf(stderr, "session: %s\n", st.message().c_str());
     return false;

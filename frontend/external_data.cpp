@@ -12,21 +12,12 @@
 #include "frontend/printable.h"
 #include "support/checked.h"
 #include "support/error.h"
+#include "support/unique_fd.h"
 #include "support/file_identity.h"
 
 namespace cuvil::frontend {
 namespace {
 
-// Closes a file descriptor on scope exit.
-struct Fd {
-  int fd = -1;
-  explicit Fd(int f) : fd(f) {}
-  Fd(const Fd&) = delete;
-  Fd& operator=(const Fd&) = delete;
-  ~Fd() {
-    if (fd >= 0) close(fd);
-  }
-};
 
 [[noreturn]] void bad_ref(const std::string& tensor, const std::string& location,
                           const std::string& why) {

@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "support/error.h"
+#include "support/unique_fd.h"
 
 namespace cuvil {
 namespace {
@@ -68,15 +69,6 @@ struct HoldSignals {
   ~HoldSignals() { sigprocmask(SIG_SETMASK, &previous, nullptr); }
 };
 
-struct Fd {
-  int fd = -1;
-  explicit Fd(int f) : fd(f) {}
-  Fd(const Fd&) = delete;
-  Fd& operator=(const Fd&) = delete;
-  ~Fd() {
-    if (fd >= 0) close(fd);
-  }
-};
 
 std::string dir_of(const std::string& path) {
   size_t slash = path.find_last_of('/');
