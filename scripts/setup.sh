@@ -58,10 +58,10 @@ fi
 if [ "$do_build" -eq 1 ]; then
   cmake_args=(-S "$here" -B "$build_dir" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo)
   if [ -n "$sanitize" ]; then cmake_args+=(-DCUVIL_SANITIZE="$sanitize"); fi
-  if [ "$fuzz" -eq 1 ]; then
-    cmake_args+=(-DCUVIL_FUZZ=ON -DCMAKE_CXX_COMPILER=clang++-19)
-    if command -v ccache >/dev/null; then cmake_args+=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache); fi
-  fi
+  if [ "$fuzz" -eq 1 ]; then cmake_args+=(-DCUVIL_FUZZ=ON -DCMAKE_CXX_COMPILER=clang++-19); fi
+  # ccache, where the machine has it, makes rebuilds of unchanged files free (it never changes
+  # what is built).
+  if command -v ccache >/dev/null; then cmake_args+=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache); fi
   cmake "${cmake_args[@]}"
   cmake --build "$build_dir" -j2
 fi

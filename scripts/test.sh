@@ -1,28 +1,50 @@
 #!/usr/bin/env bash
-# The README's test command: set up (install missing packages, build) and run every test.
-# Then builds with ASan+UBSan and runs the bad-input tests under it, and runs each libFuzzer
-# target for 30 seconds (scripts/fuzz.sh; build-fuzz holds only the fuzz targets' libraries).
+# The README's test command: set up (install missing packages, build) and run every test, in
+# stages with a time budget each (a stage over its budget fails the run, naming it):
+#   build             setup.sh: packages, configure, build                     25 min
+#   unit              every ctest test except the conformance suites           10 min
+#   conformance       the ONNX backend test data end to end (ratchets)          10 min
+#   sanitizer build   the same tree with ASan + UBSan                           25 min
+#   sanitizer         bad-input, runtime, config, pass and fuzz-replay suites   15 min
+#                     under AddressSanitizer + UndefinedBehaviorSanitizer
+#   fuzz smoke        every libFuzzer target for 30 s (scripts/fuzz.sh)        20 min
+# Each stage prints its time; the budgets are far above today's times on a 2-core machine.
 #   usage: scripts/test.sh [--no-sanitizers]
 set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 sanitizers=1
 [ "${1:-}" = "--no-sanitizers" ] && sanitizers=0
 
-bash "$here/scripts/setup.sh" --build-dir "$here/build"
-ctest --test-dir "$here/build" --output-on-failure -j2
+stage() {
+  local name="$1" budget="$2"
+  shift 2
+  echo "== stage: $name (budget ${budget}s)"
+  local start=$SECONDS rc=0
+  timeout "$budget" "$@" || rc=$?
+  if [ "$rc" -eq 124 ]; then
+    echo "== stage $name ran past its budget of ${budget}s" >&2
+    exit 1
+  fi
+  echo "== stage $name: $((SECONDS - start))s, exit $rc"
+  [ "$rc" -eq 0 ] || exit "$rc"
+}
+
+stage build 1500 bash "$here/scripts/setup.sh" --build-dir "$here/build"
+stage unit 600 ctest --test-dir "$here/build" --output-on-failure -j2 -E '^(Conformance|ConformanceShapes|KernelConformance)\.'
+stage conformance 600 ctest --test-dir "$here/build" --output-on-failure -j2 -R '^(Conformance|ConformanceShapes|KernelConformance)\.'
 
 if [ "$sanitizers" -eq 1 ]; then
-  bash "$here/scripts/setup.sh" --build-dir "$here/build-asan" --sanitize address
+  stage "sanitizer build" 1500 bash "$here/scripts/setup.sh" --build-dir "$here/build-asan" --sanitize address
   # Bad-input tests (ONNX files incl. the cuvilc CLI cases, malformed control flow and the
   # resource caps (BadInputControlFlow, BadInputResourceLimits), packages, run-time inputs, .npy
   # files, kernel inputs), cuvil-run, concurrent runs, thread-start failure, deadlines and
-  # cancellation, the config reader, the parsers and the atomic output writer under faults
-  # (OutputFile: killed writes, full disk) under AddressSanitizer + UndefinedBehaviorSanitizer.
-  # The Conformance suites stay out: too slow for this stage.
-  ASAN_OPTIONS=detect_leaks=0 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
-    ctest --test-dir "$here/build-asan" --output-on-failure -j2 \
-      -R '^(BadInput|BadPackage|Package|Frontend|Symbolic|BadRuntimeInput|BadNpy|BadKernelInput|CliRun|RuntimeConcurrency|ControlFlow|LoopSequences|TfIdfVectorizerKernel|OutputFile|RuntimeThreads|RuntimeDeadline|RuntimeCancel|Config|Canonicalize|ShapeArithmetic|PassGolden|FuzzRegressions)'
-
-  # Fuzz smoke stage: every target for ~30 s from the in-tree seeds; a finding fails the stage.
-  bash "$here/scripts/fuzz.sh" all 30
+  # cancellation, the config reader, the passes, the fuzz corpora and regressions, the parsers
+  # and the atomic output writer under faults (OutputFile: killed writes, full disk). The
+  # Conformance suites stay out: too slow for this stage.
+  export ASAN_OPTIONS=detect_leaks=0 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
+  stage sanitizer 900 ctest --test-dir "$here/build-asan" --output-on-failure -j2 \
+    -R '^(BadInput|BadPackage|Package|Frontend|Symbolic|BadRuntimeInput|BadNpy|BadKernelInput|CliRun|RuntimeConcurrency|ControlFlow|LoopSequences|TfIdfVectorizerKernel|OutputFile|RuntimeThreads|RuntimeDeadline|RuntimeCancel|Config|Canonicalize|ShapeArithmetic|PassGolden|FuzzRegressions)'
+  unset ASAN_OPTIONS UBSAN_OPTIONS
+  # Every target for ~30 s from the in-tree seeds; a finding fails the stage.
+  stage "fuzz smoke" 1200 bash "$here/scripts/fuzz.sh" all 30
 fi
