@@ -37,8 +37,19 @@ void remove_in_graph(Graph& g) {
     const ValueId in = pass_through_input(g, n);
     if (in == kNoValue) continue;
     const ValueId out = n.outputs[0];
-    if (is_output[static_cast<size_t>(out)]) continue;
     if (g.value(in).kind != g.value(out).kind) continue;
+    if (is_output[static_cast<size_t>(out)]) {
+      // The graph output keeps its name: when the input is a node's result read only here,
+      // that node writes the output directly instead.
+      const int32_t producer = g.value(in).producer;
+      const Uses u = uses_of(g, in);
+      if (producer < 0 || dead.count(static_cast<size_t>(producer)) || u.outputs || u.captures || u.nodes.size() != 1)
+        continue;
+      for (ValueId& o : g.nodes[static_cast<size_t>(producer)].outputs)
+        if (o == in) o = out;
+      dead.insert(i);
+      continue;
+    }
     replace_uses(g, out, in);
     dead.insert(i);
   }

@@ -1,0 +1,95 @@
+// Op histograms after the whole pass pipeline, one golden file per model family
+// (testdata/golden/<model>.ops: "op count" lines, sorted): what the middle end leaves as
+// run-time work for real exports. A pass that stops folding, canonicalising or merging shows up
+// here as a diff; CUVIL_UPDATE_GOLDEN=1 rewrites the files (then review the diff). Every model
+// is also checked for what must never remain after the passes.
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <fstream>
+#include <map>
+#include <sstream>
+
+#include "frontend/onnx_import.h"
+#include "ir/verifier.h"
+#include "passes/pipeline.h"
+
+namespace cuvil {
+namespace {
+
+void count(const Graph& g, std::map<std::string, int>& h) {
+  for (const Node& n : g.nodes) {
+    h[(n.domain.empty() ? "" : n.domain + "::") + n.op_type]++;
+    for (const auto& [key, a] : n.attrs) {
+      if (a.g) count(*a.g, h);
+      for (const auto& s : a.graphs) count(*s, h);
+    }
+  }
+}
+
+std::string histogram_after_passes(const std::string& model_rel) {
+  Model m = frontend::import_onnx_file(std::string(CUVIL_SOURCE_DIR) + "/" + model_rel);
+  verify_model(m);
+  run_passes(m);
+  std::map<std::string, int> h;
+  count(*m.graph, h);
+  std::ostringstream os;
+  for (const auto& [op, n] : h) os << op << " " << n << "\n";
+  return os.str();
+}
+
+void check_histogram(const std::string& name, const std::string& text) {
+  const std::string path = std::string(CUVIL_SOURCE_DIR) + "/testdata/golden/" + name + ".ops";
+  const char* update = std::getenv("CUVIL_UPDATE_GOLDEN");
+  if (update && std::string(update) == "1") {
+    std::ofstream(path) << text;
+    return;
+  }
+  std::ifstream in(path);
+  ASSERT_TRUE(in.good()) << "missing golden file " << path << " (run with CUVIL_UPDATE_GOLDEN=1)";
+  std::stringstream ss;
+  ss << in.rdbuf();
+  EXPECT_EQ(ss.str(), text) << "op histogram of " << name << " differs from " << path;
+}
+
+// Ops the passes must have removed from every model: constants become weights, shape
+// arithmetic becomes cuvil::SymbolicInts, Dropout goes. (Identity may stay as a loop body's
+// output of a captured value; ConstantOfShape over symbolic extents is run-time work until
+// generators lower to tile code.)
+void expect_no_leftovers(const std::string& text) {
+  const std::string lines = "\n" + text;
+  for (const char* op : {"Constant ", "Shape ", "Dropout "})
+    EXPECT_EQ(lines.find(std::string("\n") + op), std::string::npos) << op << "remains:\n" << text;
+}
+
+TEST(OpHistogram, BertTinyOpset13) {
+  const std::string h = histogram_after_passes("testdata/models/bert_tiny.onnx");
+  expect_no_leftovers(h);
+  EXPECT_NE(h.find("LayerNormalization 3\n"), std::string::npos) << h;
+  EXPECT_NE(h.find("Gelu 1\n"), std::string::npos) << h;
+  EXPECT_EQ(h.find("Erf "), std::string::npos) << h;
+  EXPECT_EQ(h.find("ReduceMean "), std::string::npos) << h;
+  check_histogram("bert_tiny", h);
+}
+
+TEST(OpHistogram, BertTinyOpset17) {
+  const std::string h = histogram_after_passes("testdata/models/bert_tiny_opset17.onnx");
+  expect_no_leftovers(h);
+  check_histogram("bert_tiny_opset17", h);
+}
+
+TEST(OpHistogram, Resnet18) {
+  const std::string h = histogram_after_passes("testdata/models/resnet18.onnx");
+  expect_no_leftovers(h);
+  check_histogram("resnet18", h);
+}
+
+TEST(OpHistogram, TorchScriptedLoop) {
+  const std::string h = histogram_after_passes("testdata/models/loop_append.onnx");
+  expect_no_leftovers(h);
+  EXPECT_EQ(h.find("SequenceInsert"), std::string::npos) << h;
+  check_histogram("loop_append", h);
+}
+
+}  // namespace
+}  // namespace cuvil
