@@ -270,6 +270,7 @@ int run_compile(const std::string& path, std::string emit, std::string output, c
   }
   InputFileLog reads;
   reads.add_path(path, "the input model '" + path + "'");
+  if (!options.config_path.empty()) reads.add_path(options.config_path, "the config '" + options.config_path + "'");
   if (output.empty() && emit.empty()) output = default_output(path);
   if (!output.empty() && output != "-") refuse_output_over_input(output, reads);
   if (!report_path.empty()) refuse_output_over_input(report_path, reads);

@@ -19,6 +19,9 @@
 namespace cuvil {
 
 struct CompileOptions {
+  // The config file these options were read from ("" when none): an input of the compile,
+  // which no output may overwrite.
+  std::string config_path;
   // Ranges of symbolic dimensions (`dims:` / --dim), in the order given; a later entry for the
   // same name wins.
   std::vector<std::pair<std::string, sym::Range>> dims;

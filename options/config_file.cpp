@@ -384,7 +384,9 @@ CompileOptions load_config_file(const std::string& path) {
   const int err = errno;
   close(fd);
   if (done != text.size()) fail(ExitCode::kIo, "cannot read config '", path, "': ", std::strerror(err));
-  return parse_config(text, path);
+  CompileOptions options = parse_config(text, path);
+  options.config_path = path;
+  return options;
 }
 
 }  // namespace cuvil

@@ -167,6 +167,12 @@ TEST(Config, CuvilcReadsConfigAndCommandLineOverrides) {
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_NE(r.out.find("batch in [3, 5]"), std::string::npos) << r.out;
 
+  // The config is an input too: an output over it is refused and the config stays.
+  r = test::run_tool(dir.path(), CUVIL_CUVILC, {"compile", model, "--config", cfg, "-o", cfg});
+  EXPECT_EQ(r.exit_code, 2) << r.err;
+  EXPECT_NE(r.err.find("names the same file as the config"), std::string::npos) << r.err;
+  EXPECT_EQ(test::read_bytes(cfg), "dims:\n  batch: 2:6\n");
+
   std::ofstream(cfg) << "dims:\n  batch: x\n";
   r = test::run_tool(dir.path(), CUVIL_CUVILC, {"compile", model, "--config", cfg, "-o", dir.path() + "/m.cuvir"});
   EXPECT_EQ(r.exit_code, 2);
