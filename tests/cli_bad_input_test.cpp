@@ -30,17 +30,7 @@ RunResult run_cuvilc(const std::string& dir, const std::vector<std::string>& arg
   return test::run_tool(dir, CUVIL_CUVILC, args, prefix);
 }
 
-std::set<std::string> list_dir(const std::string& dir) {
-  std::set<std::string> names;
-  if (DIR* d = opendir(dir.c_str())) {
-    while (dirent* e = readdir(d)) {
-      std::string n = e->d_name;
-      if (n != "." && n != "..") names.insert(n);
-    }
-    closedir(d);
-  }
-  return names;
-}
+using test::list_dir;
 
 #define EXPECT_MENTIONS(text, needle) \
   EXPECT_NE((text).find(needle), std::string::npos) << "missing '" << (needle) << "' in:\n" << (text)

@@ -4,13 +4,11 @@
 // with every value's shape fully known, and the named output shapes the issue asks for.
 #include <gtest/gtest.h>
 
-#include <cstdlib>
-#include <fstream>
-#include <sstream>
 
 #include "frontend/onnx_import.h"
 #include "ir/printer.h"
 #include "ir/verifier.h"
+#include "golden_file.h"
 #include "passes/infer_shapes.h"
 
 namespace cuvil {
@@ -27,18 +25,7 @@ Model compile_to_ir(const std::string& model_rel) {
 }
 
 void check_golden(const std::string& name, const std::string& text) {
-  const std::string path = source("testdata/golden/" + name + ".ir");
-  const char* update = std::getenv("CUVIL_UPDATE_GOLDEN");
-  if (update && std::string(update) == "1") {
-    std::ofstream(path) << text;
-    return;
-  }
-  std::ifstream in(path);
-  ASSERT_TRUE(in.good()) << "missing golden file " << path << " (run with CUVIL_UPDATE_GOLDEN=1)";
-  std::stringstream ss;
-  ss << in.rdbuf();
-  EXPECT_EQ(ss.str(), text) << "IR of " << name << " differs from " << path
-                            << " (CUVIL_UPDATE_GOLDEN=1 rewrites it)";
+  test::check_golden_file("testdata/golden/" + name + ".ir", text);
 }
 
 std::string output_type(const Model& m, const std::string& name) {

@@ -5,13 +5,12 @@
 // is also checked for what must never remain after the passes.
 #include <gtest/gtest.h>
 
-#include <cstdlib>
-#include <fstream>
 #include <map>
 #include <sstream>
 
 #include "frontend/onnx_import.h"
 #include "ir/verifier.h"
+#include "golden_file.h"
 #include "passes/pipeline.h"
 
 namespace cuvil {
@@ -39,17 +38,7 @@ std::string histogram_after_passes(const std::string& model_rel) {
 }
 
 void check_histogram(const std::string& name, const std::string& text) {
-  const std::string path = std::string(CUVIL_SOURCE_DIR) + "/testdata/golden/" + name + ".ops";
-  const char* update = std::getenv("CUVIL_UPDATE_GOLDEN");
-  if (update && std::string(update) == "1") {
-    std::ofstream(path) << text;
-    return;
-  }
-  std::ifstream in(path);
-  ASSERT_TRUE(in.good()) << "missing golden file " << path << " (run with CUVIL_UPDATE_GOLDEN=1)";
-  std::stringstream ss;
-  ss << in.rdbuf();
-  EXPECT_EQ(ss.str(), text) << "op histogram of " << name << " differs from " << path;
+  test::check_golden_file("testdata/golden/" + name + ".ops", text);
 }
 
 // Ops the passes must have removed from every model: constants become weights, shape

@@ -23,6 +23,7 @@
 #include <vector>
 
 #include "onnx_builder.h"
+#include "run_tool.h"
 #include "private_tmpfs.h"
 #include "support/error.h"
 #include "support/output_file.h"
@@ -34,17 +35,7 @@ namespace hooks = output_file_testing;
 using hooks::Stage;
 using test::TempDir;
 
-std::set<std::string> list_dir(const std::string& dir) {
-  std::set<std::string> names;
-  if (DIR* d = opendir(dir.c_str())) {
-    while (dirent* e = readdir(d)) {
-      std::string n = e->d_name;
-      if (n != "." && n != "..") names.insert(n);
-    }
-    closedir(d);
-  }
-  return names;
-}
+using test::list_dir;
 
 std::set<std::string> temporaries_in(const std::string& dir) {
   std::set<std::string> temps;

@@ -6,13 +6,29 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <dirent.h>
+
 #include <cstdlib>
+#include <set>
 #include <string>
 #include <vector>
 
 #include "onnx_builder.h"
 
 namespace cuvil::test {
+
+// The names in a directory, without "." and "..".
+inline std::set<std::string> list_dir(const std::string& dir) {
+  std::set<std::string> names;
+  if (DIR* d = opendir(dir.c_str())) {
+    while (dirent* e = readdir(d)) {
+      std::string n = e->d_name;
+      if (n != "." && n != "..") names.insert(n);
+    }
+    closedir(d);
+  }
+  return names;
+}
 
 struct RunResult {
   int exit_code = -1;  // -1: did not exit normally (e.g. a crash)
