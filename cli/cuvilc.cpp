@@ -107,7 +107,7 @@ Model load_and_infer(const std::string& path, const CompileOptions& options,
   verify_model(m);
   if (report) {
     report->import_ms = ms_since(start);
-    report->nodes_imported = count_nodes(m);
+    report->nodes_imported = count_nodes(*m.graph);
   }
   PipelineOptions po;
   po.stop_after = flags.stop_after;
@@ -124,7 +124,7 @@ Model load_and_infer(const std::string& path, const CompileOptions& options,
   if (report) {
     report->passes_ms = ms_since(start);
     report->passes = std::move(records);
-    report->nodes_after_passes = count_nodes(m);
+    report->nodes_after_passes = count_nodes(*m.graph);
   }
   return m;
 }

@@ -155,4 +155,14 @@ int64_t opset_of(const Model& m, const std::string& domain) {
   return it == m.opset_imports.end() ? 0 : it->second;
 }
 
+int64_t count_nodes(const Graph& g) {
+  int64_t n = static_cast<int64_t>(g.nodes.size());
+  for (const Node& node : g.nodes)
+    for (const auto& [key, a] : node.attrs) {
+      if (a.g) n += count_nodes(*a.g);
+      for (const auto& sub : a.graphs) n += count_nodes(*sub);
+    }
+  return n;
+}
+
 }  // namespace cuvil

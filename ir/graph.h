@@ -132,5 +132,7 @@ struct Model {
 };
 
 int64_t opset_of(const Model& m, const std::string& domain);
+// Nodes of `g` and of every subgraph it holds, recursively.
+int64_t count_nodes(const Graph& g);
 
 }  // namespace cuvil

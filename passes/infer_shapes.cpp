@@ -13,16 +13,6 @@ namespace {
 constexpr int64_t kWideningPassesPerNode = 64;
 constexpr int64_t kWideningFloor = 1 << 16;
 
-int64_t count_nodes(const Graph& g) {
-  int64_t n = static_cast<int64_t>(g.nodes.size());
-  for (const Node& node : g.nodes)
-    for (const auto& [key, a] : node.attrs) {
-      if (a.g) n += count_nodes(*a.g);
-      for (const auto& sub : a.graphs) n += count_nodes(*sub);
-    }
-  return n;
-}
-
 // A tensor whose element count is known at compile time (every dim a constant) may not
 // exceed max_tensor_elements: the runtime would be asked to allocate it.
 void check_output_elements(const InferState& state, const Graph& graph, const Node& node) {
@@ -106,7 +96,7 @@ ShapeInferenceStats infer_shapes(Model& model, const CompileLimits& limits) {
   shape::InferState state;
   state.model = &model;
   state.limits = limits;
-  int64_t nodes = shape::count_nodes(*model.graph);
+  int64_t nodes = count_nodes(*model.graph);
   state.stats.widening_budget =
       checked_add(checked_mul(nodes, shape::kWideningPassesPerNode).value_or(INT64_MAX / 2),
                   shape::kWideningFloor)

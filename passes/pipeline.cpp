@@ -53,16 +53,6 @@ std::string run_eliminate_dead_code(Model& m, const PassContext&) {
   return "";
 }
 
-int64_t count_graph_nodes(const Graph& g) {
-  int64_t n = static_cast<int64_t>(g.nodes.size());
-  for (const Node& node : g.nodes)
-    for (const auto& [key, a] : node.attrs) {
-      if (a.g) n += count_graph_nodes(*a.g);
-      for (const auto& sub : a.graphs) n += count_graph_nodes(*sub);
-    }
-  return n;
-}
-
 std::string pass_names() {
   std::string s;
   for (const PassInfo& p : all_passes()) s += (s.empty() ? "" : ", ") + std::string(p.name);
@@ -85,7 +75,6 @@ const PassInfo* find_pass(const std::string& name) {
   return nullptr;
 }
 
-int64_t count_nodes(const Model& model) { return count_graph_nodes(*model.graph); }
 
 std::vector<PassRecord> run_passes(Model& model, const PipelineOptions& options) {
   if (!options.stop_after.empty() && options.stop_after != kStopAfterImport && !find_pass(options.stop_after))
@@ -96,12 +85,12 @@ std::vector<PassRecord> run_passes(Model& model, const PipelineOptions& options)
   for (const PassInfo& pass : all_passes()) {
     PassRecord r;
     r.name = pass.name;
-    r.nodes_before = count_nodes(model);
+    r.nodes_before = count_nodes(*model.graph);
     const auto start = std::chrono::steady_clock::now();
     r.note = pass.run(model, options.context);
     r.milliseconds =
         std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
-    r.nodes_after = count_nodes(model);
+    r.nodes_after = count_nodes(*model.graph);
     if (options.verify_each) verify_model(model);
     if (options.after_pass) options.after_pass(r, model);
     records.push_back(r);

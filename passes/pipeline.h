@@ -57,7 +57,4 @@ struct PipelineOptions {
 // naming the passes.
 std::vector<PassRecord> run_passes(Model& model, const PipelineOptions& options = {});
 
-// Nodes in all graphs of the model, subgraphs included.
-int64_t count_nodes(const Model& model);
-
 }  // namespace cuvil

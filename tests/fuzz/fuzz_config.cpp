@@ -15,25 +15,24 @@
 namespace cuvil::fuzz {
 
 std::string fuzz_config_one(const uint8_t* data, size_t size) {
-  try {
-    CompileOptions o = parse_config(std::string_view(reinterpret_cast<const char*>(data), size), "fuzz.yaml");
-    for (size_t i = 0; i < static_cast<size_t>(LimitId::kCount); ++i)
-      if (limit_value(o.limits, static_cast<LimitId>(i)) < 0) return "a negative limit was accepted";
-    for (const auto& [name, r] : o.dims)
-      if (r.lo < 0 || r.lo > r.hi) return "an empty or negative range was accepted for '" + name + "'";
-    for (const Pattern& p : o.patterns)
-      if (const std::string problem = check_pattern(p); !problem.empty()) return "a malformed pattern was accepted: " + problem;
-  } catch (const Diagnostic& d) {
-    if (d.code() != ExitCode::kUsage) return std::string("a config error that is not a usage error: ") + d.what();
-    if (std::string_view(d.what()).rfind("fuzz.yaml", 0) != 0) return std::string("message does not start with the file: ") + d.what();
-  } catch (const InternalError& e) {
-    return std::string("internal error (cuvilc exit 70): ") + e.what();
-  } catch (const std::bad_alloc&) {
-    return "out of memory (std::bad_alloc)";
-  } catch (const std::exception& e) {
-    return std::string("unexpected exception: ") + e.what();
-  }
-  return "";
+  return run_compiler_input<Diagnostic, InternalError>(
+      [&]() -> std::string {
+        CompileOptions o = parse_config(std::string_view(reinterpret_cast<const char*>(data), size), "fuzz.yaml");
+        for (size_t i = 0; i < static_cast<size_t>(LimitId::kCount); ++i)
+          if (limit_value(o.limits, static_cast<LimitId>(i)) < 0) return "a negative limit was accepted";
+        for (const auto& [name, r] : o.dims)
+          if (r.lo < 0 || r.lo > r.hi) return "an empty or negative range was accepted for '" + name + "'";
+        for (const Pattern& p : o.patterns)
+          if (const std::string problem = check_pattern(p); !problem.empty())
+            return "a malformed pattern was accepted: " + problem;
+        return "";
+      },
+      [](const Diagnostic& d) -> std::string {
+        if (d.code() != ExitCode::kUsage) return std::string("a config error that is not a usage error: ") + d.what();
+        if (std::string_view(d.what()).rfind("fuzz.yaml", 0) != 0)
+          return std::string("message does not start with the file: ") + d.what();
+        return "";
+      });
 }
 
 }  // namespace cuvil::fuzz

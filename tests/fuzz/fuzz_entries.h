@@ -13,6 +13,8 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <exception>
+#include <new>
 #include <string>
 
 namespace cuvil::fuzz {
@@ -33,6 +35,25 @@ std::string fuzz_config_one(const uint8_t* data, size_t size);
 }  // namespace cuvil::fuzz
 
 namespace cuvil::fuzz {
+
+// Runs one compiler-side input: `body` returns "" or a finding; `diagnostic` judges a user
+// error (a Diagnostic is the expected outcome for bad input, so it returns "" unless the
+// diagnostic itself is wrong). An InternalError (cuvilc exit 70), running out of memory or any
+// other exception is a finding. Templated so this header needs no compiler headers.
+template <typename Diag, typename Internal, typename Body, typename OnDiagnostic>
+std::string run_compiler_input(Body&& body, OnDiagnostic&& diagnostic) {
+  try {
+    return body();
+  } catch (const Diag& d) {
+    return diagnostic(d);
+  } catch (const Internal& e) {
+    return std::string("internal error (cuvilc exit 70): ") + e.what();
+  } catch (const std::bad_alloc&) {
+    return "out of memory (std::bad_alloc)";
+  } catch (const std::exception& e) {
+    return std::string("unexpected exception: ") + e.what();
+  }
+}
 
 // Triage aid for long runs: CUVIL_FUZZ_IGNORE="text1|text2" makes findings whose description
 // contains one of the texts count as expected outcomes, so a run goes on past known, open

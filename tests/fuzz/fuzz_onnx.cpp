@@ -41,39 +41,34 @@ CompileLimits fuzz_limits() {
 }
 
 std::string fuzz_onnx_one(const uint8_t* data, size_t size) {
-  try {
-    // No model directory: external data is refused with a diagnostic, never read from disk.
-    frontend::ImportOptions import;
-    import.limits = fuzz_limits();
-    Model model = frontend::import_onnx_bytes(
-        std::string_view(reinterpret_cast<const char*>(data), size), "", import, "fuzz.onnx");
-    verify_model(model);
-    PipelineOptions pipeline;
-    pipeline.context.limits = import.limits;
-    run_passes(model, pipeline);
-    frontend::check_supported(model);
-    volatile size_t text_size = model_to_string(model).size();
-    (void)text_size;
-    codegen::LowerOptions options;
-    options.fuse_elementwise = size % 2 == 0;
-    codegen::LoweredModel lowered = codegen::lower_model(model, options);
-    volatile size_t listing_size = rt::disassemble(lowered.program).size();
-    (void)listing_size;
-    std::vector<uint8_t> bytes = codegen::build_package(model, lowered);
-    std::shared_ptr<rt::LoadedPackage> package;
-    rt::Status st = rt::LoadedPackage::open_memory(bytes.data(), bytes.size(), /*copy=*/true, &package);
-    if (!st.is_ok()) return "the compiler wrote a package its loader rejects: " + st.message();
-  } catch (const Diagnostic& d) {
-    if (std::string_view(d.what()).empty()) return "a diagnostic without a message";
-    return "";
-  } catch (const InternalError& e) {
-    return std::string("internal error (cuvilc exit 70): ") + e.what();
-  } catch (const std::bad_alloc&) {
-    return "out of memory (std::bad_alloc)";
-  } catch (const std::exception& e) {
-    return std::string("unexpected exception: ") + e.what();
-  }
-  return "";
+  return run_compiler_input<Diagnostic, InternalError>(
+      [&]() -> std::string {
+        // No model directory: external data is refused with a diagnostic, never read from disk.
+        frontend::ImportOptions import;
+        import.limits = fuzz_limits();
+        Model model = frontend::import_onnx_bytes(
+            std::string_view(reinterpret_cast<const char*>(data), size), "", import, "fuzz.onnx");
+        verify_model(model);
+        PipelineOptions pipeline;
+        pipeline.context.limits = import.limits;
+        run_passes(model, pipeline);
+        frontend::check_supported(model);
+        volatile size_t text_size = model_to_string(model).size();
+        (void)text_size;
+        codegen::LowerOptions options;
+        options.fuse_elementwise = size % 2 == 0;
+        codegen::LoweredModel lowered = codegen::lower_model(model, options);
+        volatile size_t listing_size = rt::disassemble(lowered.program).size();
+        (void)listing_size;
+        std::vector<uint8_t> bytes = codegen::build_package(model, lowered);
+        std::shared_ptr<rt::LoadedPackage> package;
+        rt::Status st = rt::LoadedPackage::open_memory(bytes.data(), bytes.size(), /*copy=*/true, &package);
+        if (!st.is_ok()) return "the compiler wrote a package its loader rejects: " + st.message();
+        return "";
+      },
+      [](const Diagnostic& d) -> std::string {
+        return std::string_view(d.what()).empty() ? "a diagnostic without a message" : "";
+      });
 }
 
 }  // namespace cuvil::fuzz
