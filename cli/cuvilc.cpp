@@ -97,6 +97,7 @@ double ms_since(Clock::time_point start) {
 // What `compile` prints between passes and where it stops (--stop-after, --print-after-all).
 struct PipelineFlags {
   std::string stop_after;
+  std::vector<std::string> skip;
   bool print_after_all = false;
 };
 
@@ -111,6 +112,7 @@ Model load_and_infer(const std::string& path, const CompileOptions& options,
   }
   PipelineOptions po;
   po.stop_after = flags.stop_after;
+  po.skip.insert(flags.skip.begin(), flags.skip.end());
   po.context.limits = options.limits;
   po.context.user_patterns = options.patterns;
   if (flags.print_after_all)
@@ -377,6 +379,10 @@ int main_impl(int argc, char** argv) {
   std::vector<std::string> pass_names = {kStopAfterImport};
   for (const PassInfo& p : all_passes()) pass_names.push_back(p.name);
   compile->add_option("--stop-after", pipeline_flags.stop_after, pass_help())
+      ->check(CLI::IsMember(pass_names));
+  compile->add_option("--skip-pass", pipeline_flags.skip,
+                      "Do not run this pass (repeatable; any pass but infer-shapes), e.g. "
+                      "--skip-pass canonicalize to compare a model compiled with and without a rewrite")
       ->check(CLI::IsMember(pass_names));
   compile->add_flag("--print-after-all", pipeline_flags.print_after_all,
                     "Print the IR to standard error after every pass, with its node counts");

@@ -244,9 +244,13 @@ void read_rewrite(const ConfigReader& r, const YAML::Node& v, const std::string&
   r.for_each_entry(v, path, {"op", "opset", "inputs", "attributes"},
                    [&](const std::string& key, const YAML::Node& value, const std::string& full) {
                      if (key == "op") {
-                       p.rewrite_op = r.name(value, full);
+                       // "cuvil::SiLU" names one of cuvil's fused ops (ir/fused_ops.h).
+                       const std::string name = r.name(value, full);
+                       const size_t sep = name.find("::");
+                       p.rewrite_domain = sep == std::string::npos ? "" : name.substr(0, sep);
+                       p.rewrite_op = sep == std::string::npos ? name : name.substr(sep + 2);
                        has_op = true;
-                       if (!op_from_name("", p.rewrite_op)) r.fail_at(value.Mark(), full, ": unknown op '", p.rewrite_op, "'");
+                       if (!op_from_name(p.rewrite_domain, p.rewrite_op)) r.fail_at(value.Mark(), full, ": unknown op '", name, "'");
                      } else if (key == "opset") {
                        p.rewrite_opset = static_cast<int>(std::min<int64_t>(r.non_negative_integer(value, full), 1000));
                      } else if (key == "inputs") {
@@ -262,7 +266,7 @@ void read_rewrite(const ConfigReader& r, const YAML::Node& v, const std::string&
                      }
                    });
   if (!has_op) r.fail_at(v.Mark(), path, ": a rewrite needs 'op'");
-  if (p.rewrite_opset == 0) r.fail_at(v.Mark(), path, ": a rewrite needs 'opset' (the ONNX opset the new node follows)");
+  if (p.rewrite_opset == 0 && p.rewrite_domain.empty()) r.fail_at(v.Mark(), path, ": a rewrite needs 'opset' (the ONNX opset the new node follows)");
 }
 
 void read_patterns(const ConfigReader& r, const YAML::Node& v, const std::string& path, CompileOptions& o) {

@@ -72,4 +72,14 @@ void erase_nodes(Graph& g, const std::set<size_t>& dead) {
 
 void for_each_subgraph(Graph& g, const std::function<void(Graph&)>& fn) { each_subgraph(g, fn); }
 
+Node make_node(OpKind op, std::string name, int opset) {
+  Node n;
+  n.op = op;
+  n.op_type = op_name(op);
+  n.domain = op_domain(op);
+  n.opset = n.domain == "cuvil" ? 1 : opset;
+  n.name = std::move(name);
+  return n;
+}
+
 }  // namespace cuvil

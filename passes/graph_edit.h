@@ -26,6 +26,9 @@ std::vector<bool> read_values(const Graph& g);
 void replace_uses(Graph& g, ValueId from, ValueId to);
 void refresh_producers(Graph& g);
 void erase_nodes(Graph& g, const std::set<size_t>& dead);
+// A node of `op` with op_type, domain and opset filled from the op table (an internal op of
+// domain "cuvil" is version 1; an ONNX op gets `opset`), named `name`, no inputs or outputs.
+Node make_node(OpKind op, std::string name, int opset = 1);
 // Calls fn on every subgraph held by the nodes of `g` (not recursively).
 void for_each_subgraph(Graph& g, const std::function<void(Graph&)>& fn);
 

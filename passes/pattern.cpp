@@ -161,11 +161,7 @@ class Matcher {
 };
 
 Node make_replacement(const Graph& g, const Pattern& p, const Match& m, const Node& root) {
-  Node n;
-  n.op_type = p.rewrite_op;
-  n.op = *op_from_name("", p.rewrite_op);
-  n.opset = p.rewrite_opset;
-  n.name = root.name;
+  Node n = make_node(*op_from_name(p.rewrite_domain, p.rewrite_op), root.name, p.rewrite_opset);
   for (const std::string& var : p.rewrite_inputs) n.inputs.push_back(var.empty() ? kNoValue : m.vars.at(var));
   n.outputs = {m.vars.at(p.root)};
   for (const PatternAttr& a : p.rewrite_attrs) {
@@ -260,9 +256,9 @@ std::string check_pattern(const Pattern& p) {
   for (const std::string& v : p.last_axis_vectors)
     if (!bound(v)) return "pattern '" + p.name + "': '" + v + "' is not a variable of the match";
   if (p.action != Pattern::Action::Rewrite) return "";
-  auto rewrite = op_from_name("", p.rewrite_op);
+  auto rewrite = op_from_name(p.rewrite_domain, p.rewrite_op);
   if (!rewrite) return "pattern '" + p.name + "': unknown rewrite op '" + p.rewrite_op + "'";
-  if (p.rewrite_opset < 1) return "pattern '" + p.name + "': the rewrite needs an opset";
+  if (p.rewrite_opset < 1 && p.rewrite_domain.empty()) return "pattern '" + p.name + "': the rewrite needs an opset";
   for (const std::string& v : p.rewrite_inputs)
     if (!v.empty() && (!bound(v) || produced.count(v)))
       return "pattern '" + p.name + "': rewrite input '" + v + "' is not an input variable of the match";

@@ -52,8 +52,9 @@ struct Pattern {
   std::vector<std::string> last_axis_vectors;
   std::string last_axis_of;
   std::string root;  // output variable of the node that anchors the match
-  // The replacement: one node of `op` (default domain, written against `opset`) whose output
-  // is the root's value.
+  // The replacement: one node of `op` in `rewrite_domain` ("" = ONNX, written against `opset`;
+  // "cuvil" = an internal op of ir/fused_ops.h, opset 1) whose output is the root's value.
+  std::string rewrite_domain;
   std::string rewrite_op;
   int rewrite_opset = 0;
   std::vector<std::string> rewrite_inputs;

@@ -80,9 +80,18 @@ std::vector<PassRecord> run_passes(Model& model, const PipelineOptions& options)
   if (!options.stop_after.empty() && options.stop_after != kStopAfterImport && !find_pass(options.stop_after))
     fail(ExitCode::kUsage, "--stop-after '", options.stop_after, "': no such pass (", kStopAfterImport,
          " or a pass, in order: ", pass_names(), ")");
+  for (const std::string& name : options.skip) {
+    if (!find_pass(name))
+      fail(ExitCode::kUsage, "--skip-pass '", name, "': no such pass (in order: ", pass_names(), ")");
+    if (name == "infer-shapes") fail(ExitCode::kUsage, "--skip-pass infer-shapes: code generation needs every shape");
+  }
   std::vector<PassRecord> records;
   if (options.stop_after == kStopAfterImport) return records;
   for (const PassInfo& pass : all_passes()) {
+    if (options.skip.count(pass.name)) {
+      if (options.stop_after == pass.name) break;
+      continue;
+    }
     PassRecord r;
     r.name = pass.name;
     r.nodes_before = count_nodes(*model.graph);

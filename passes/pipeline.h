@@ -6,6 +6,7 @@
 #pragma once
 
 #include <functional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -46,6 +47,9 @@ constexpr const char* kStopAfterImport = "import";
 struct PipelineOptions {
   // Stop after this pass (a name from passes.def, or kStopAfterImport); empty runs them all.
   std::string stop_after;
+  // Passes not to run (names from passes.def), e.g. the rewriting passes, to compare a model
+  // compiled with and without them. infer-shapes cannot be skipped (lowering needs shapes).
+  std::set<std::string> skip;
   // Called after each pass with its record (e.g. --print-after-all prints the IR).
   std::function<void(const PassRecord&, const Model&)> after_pass;
   // Run the IR verifier after every pass (tests; cheap enough to leave on in cuvilc too).

@@ -143,6 +143,11 @@ inline bool readable_as_ints(DType t) {
   return (dtype_is_integer(t) && t != DType::Int4 && t != DType::UInt4) || t == DType::Bool;
 }
 
+// The shared checks of cuvil's fused ops with an epilogue (FusedMatMul, FusedConv;
+// ir/fused_ops.h), after output 0 is set: `activation` names a known activation, and inputs
+// first_operand.. (bias, residual) broadcast onto output 0 without changing its shape.
+void check_fused_epilogue(InferContext& ctx, size_t first_operand);
+
 // The rule table, expanded from ir/ops.def (kOpKindCount entries).
 InferFn rule_for(OpKind op);
 

@@ -98,6 +98,23 @@ void infer_matmul(InferContext& ctx) {
   ctx.set_output(0, a.dtype, matmul_shape(ctx, a, b));
 }
 
+// cuvil::FusedMatMul (ir/fused_ops.h): the matmul of op(A) and op(B), where op swaps the last
+// two axes when transA/transB is set; bias and residual must broadcast to it.
+void infer_fused_matmul(InferContext& ctx) {
+  Value a = ctx.required_input(0);
+  Value b = ctx.required_input(1);
+  for (auto [v, key] : {std::pair<Value*, const char*>{&a, "transA"}, {&b, "transB"}}) {
+    const int64_t t = ctx.attr_int(key, 0);
+    if (t != 0 && t != 1) ctx.fail("attribute '", key, "' is ", t, ", must be 0 or 1");
+    if (t == 0 || !v->shape) continue;
+    if (v->shape->size() < 2)
+      ctx.fail("input '", v->name, "' has rank ", v->shape->size(), "; '", key, "' needs rank >= 2");
+    std::swap((*v->shape)[v->shape->size() - 1], (*v->shape)[v->shape->size() - 2]);
+  }
+  ctx.set_output(0, a.dtype, matmul_shape(ctx, a, b));
+  check_fused_epilogue(ctx, /*first_operand=*/2);
+}
+
 void infer_matmul_integer(InferContext& ctx) {
   const Value& a = ctx.required_input(0);
   const Value& b = ctx.required_input(1);

@@ -210,6 +210,12 @@ int64_t positive_int_attr(const InferContext& ctx, const char* key, int64_t fall
 
 void infer_conv(InferContext& ctx) { infer_conv_common(ctx, 0, 1, ctx.required_input(0).dtype); }
 
+// cuvil::FusedConv (ir/fused_ops.h): Conv's shape; the residual must broadcast to it.
+void infer_fused_conv(InferContext& ctx) {
+  infer_conv_common(ctx, 0, 1, ctx.required_input(0).dtype);
+  check_fused_epilogue(ctx, /*first_operand=*/3);
+}
+
 void infer_conv_integer(InferContext& ctx) { infer_conv_common(ctx, 0, 1, DType::Int32); }
 
 void infer_qlinear_conv(InferContext& ctx) {

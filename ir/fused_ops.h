@@ -1,0 +1,108 @@
+// cuvil's fused ops (domain "cuvil", ir/ops.def): the one description of their inputs,
+// attributes and semantics. The passes rewrite exporter idioms to them (passes/), the shape
+// rules check them (passes/shape/fused.cpp), the whole-tensor reference kernels run them
+// (runtime/cpu/ops/fused_*.cpp), and the tile backends lower them. Every op here computes
+// exactly what the unfused ONNX subgraph it replaces computes, up to float rounding.
+//
+// FusedMatMul(A, B, bias?, residual?) -> Y
+//   Y = act(alpha * op(A) @ op(B) + bias + residual), numpy-batched matmul.
+//   transA, transB (int, 0): op() swaps the last two axes of a rank >= 2 operand.
+//   alpha (float, 1), activation (string, ""), activation_alpha/activation_beta (floats, see
+//   Activation). bias and residual broadcast (numpy, unidirectionally) to the matmul's shape.
+// FusedConv(X, W, B?, residual?) -> Y
+//   Y = act(Conv(X, W, B) + residual); every ONNX Conv attribute (auto_pad, dilations, group,
+//   kernel_shape, pads, strides) with Conv's meaning, plus activation as for FusedMatMul.
+//   BatchNormalization after a Conv is folded into W and B at compile time. residual has Y's
+//   shape (broadcasting allowed).
+// RMSNorm(X, scale) -> Y
+//   Y = X / sqrt(mean(X^2 over axes [axis, rank)) + epsilon) * scale, computed in float.
+//   axis (int, -1), epsilon (float, 1e-5). scale broadcasts to the normalised axes.
+// SiLU(X) -> Y:  Y = X * sigmoid(alpha * X); alpha (float, 1).
+// SwiGLU(G, U) -> Y:  Y = G * sigmoid(G) * U (numpy broadcasting of G and U).
+// Rotary(X, cos, sin) -> Y
+//   Y = X * cos + rotate(X) * sin over the last axis (even length D); rotate(X) is
+//   concat(-X[..., D/2:], X[..., :D/2]) when interleaved = 0 (GPT-NeoX/LLaMA "rotate_half") and
+//   (-X[..., 1::2], X[..., 0::2]) interleaved pairwise when interleaved = 1 (GPT-J). cos and sin
+//   broadcast to X. interleaved (int, 0).
+// MaskedSoftmax(X, mask?) -> Y
+//   Y = softmax(scale * X + mask) along the last axis. scale (float, 1). A float mask is added;
+//   a bool mask keeps true entries and sets false ones to -inf. mask broadcasts to X.
+// Attention(Q, K, V, mask?, past_key?, past_value?) -> Y, present_key?, present_value?
+//   Q [B, Hq, S, D], K [B, Hkv, L, D], V [B, Hkv, L, Dv]; Hq is a multiple of Hkv (grouped-query
+//   heads: query head h reads key/value head h / (Hq / Hkv)). With past_key [B, Hkv, P, D] and
+//   past_value [B, Hkv, P, Dv], the keys are concat(past_key, K) along axis 2 (T = P + L keys),
+//   likewise the values; present_key/present_value are those concatenations.
+//   Y = softmax(scale * Q @ K^T + mask [+ causal]) @ V, shape [B, Hq, S, Dv].
+//   scale (float, 0 = 1/sqrt(D)); is_causal (int, 0): query i sees key j iff j <= i + T - S
+//   (aligned to the end, as a decoder with a cache needs). mask: float (added) or bool (false
+//   = -inf), broadcasting to [B, Hq, S, T].
+#pragma once
+
+#include <cmath>
+#include <optional>
+#include <string>
+
+namespace cuvil::fused {
+
+// The epilogue activations of FusedMatMul and FusedConv, by their attribute spelling.
+//   ""           identity              "relu"      max(x, 0)
+//   "clip"       min(max(x, alpha), beta)  (Relu6 is clip 0, 6)
+//   "sigmoid"    1 / (1 + exp(-x))     "tanh"      tanh(x)
+//   "silu"       x * sigmoid(x)        "gelu"      0.5 x (1 + erf(x / sqrt 2))
+//   "gelu_tanh"  0.5 x (1 + tanh(sqrt(2 / pi) (x + 0.044715 x^3)))
+//   "leaky_relu" x >= 0 ? x : alpha x
+#define CUVIL_FUSED_ACTIVATIONS(X) \
+  X(None, "")                      \
+  X(Relu, "relu")                  \
+  X(Clip, "clip")                  \
+  X(Sigmoid, "sigmoid")            \
+  X(Tanh, "tanh")                  \
+  X(Silu, "silu")                  \
+  X(Gelu, "gelu")                  \
+  X(GeluTanh, "gelu_tanh")         \
+  X(LeakyRelu, "leaky_relu")
+
+enum class Activation {
+#define CUVIL_X(id, spelling) id,
+  CUVIL_FUSED_ACTIVATIONS(CUVIL_X)
+#undef CUVIL_X
+};
+
+inline std::optional<Activation> parse_activation(const std::string& s) {
+#define CUVIL_X(id, spelling) \
+  if (s == spelling) return Activation::id;
+  CUVIL_FUSED_ACTIVATIONS(CUVIL_X)
+#undef CUVIL_X
+  return std::nullopt;
+}
+
+inline const char* activation_name(Activation a) {
+  switch (a) {
+#define CUVIL_X(id, spelling) \
+  case Activation::id: return spelling;
+    CUVIL_FUSED_ACTIVATIONS(CUVIL_X)
+#undef CUVIL_X
+  }
+  return "";
+}
+
+// One element of an activation, in float (the reference kernels' definition).
+inline float apply_activation(Activation a, float x, float alpha, float beta) {
+  switch (a) {
+    case Activation::None: return x;
+    case Activation::Relu: return x > 0.0f ? x : 0.0f;
+    case Activation::Clip: return x < alpha ? alpha : (x > beta ? beta : x);
+    case Activation::Sigmoid: return 1.0f / (1.0f + std::exp(-x));
+    case Activation::Tanh: return std::tanh(x);
+    case Activation::Silu: return x / (1.0f + std::exp(-x));
+    case Activation::Gelu: return 0.5f * x * (1.0f + std::erf(x * 0.70710678118654752f));
+    case Activation::GeluTanh: {
+      const float inner = 0.7978845608028654f * (x + 0.044715f * x * x * x);
+      return 0.5f * x * (1.0f + std::tanh(inner));
+    }
+    case Activation::LeakyRelu: return x >= 0.0f ? x : alpha * x;
+  }
+  return x;
+}
+
+}  // namespace cuvil::fused
