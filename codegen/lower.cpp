@@ -378,6 +378,26 @@ class Lowerer {
     for (ValueId c : captured(g)) consumers[c] += 2;  // read by a subgraph: must be stored
     std::map<ValueId, int> group_of_value;  // group output value -> group index
     std::vector<int> group_of_node(g.nodes.size(), -1);
+    // A value read by several nodes can stay in a register of one kernel when a user's fuse
+    // request holds all its readers (a diamond such as a * Sigmoid(a)): the greedy rule alone
+    // grows kernels only through single-reader values. Should a reader end up elsewhere after
+    // all, check_fuse_requests refuses the compile, so no kernel reads an unstored value.
+    std::map<std::string, size_t> request_of;  // node name -> fuse request
+    for (size_t r = 0; r < opt_.fuse.size(); ++r)
+      for (const std::string& name : opt_.fuse[r].nodes) request_of.emplace(name, r);
+    auto readers_in_request = [&](ValueId v, const Node& reader) {
+      auto it = request_of.find(reader.name);
+      if (it == request_of.end()) return false;
+      int readers = 0;
+      for (const Node& m : g.nodes)
+        for (ValueId in : m.inputs) {
+          if (in != v) continue;
+          auto jt = request_of.find(m.name);
+          if (jt == request_of.end() || jt->second != it->second) return false;
+          ++readers;
+        }
+      return readers == consumers[v];  // graph outputs and captures count 2 each: never equal
+    };
     for (size_t i = 0; i < g.nodes.size(); ++i) {
       const Node& n = g.nodes[i];
       if (opt_.keep_unfused.count(n.name)) continue;
@@ -392,7 +412,7 @@ class Lowerer {
       int join = -1;
       for (ValueId in : n.inputs) {
         auto it = group_of_value.find(in);
-        if (it == group_of_value.end() || consumers[in] != 1) continue;
+        if (it == group_of_value.end() || (consumers[in] != 1 && !readers_in_request(in, n))) continue;
         Group& grp = groups_[it->second];
         if (grp.output != in || grp.domain.size() != domain.size()) continue;
         bool same = true;

@@ -223,6 +223,21 @@ TEST(ConfigPatterns, AreRead) {
   EXPECT_EQ(r.rewrite_attrs[2].kind, PatternAttr::Kind::String);
 }
 
+// `op: cuvil::Name` rewrites to one of cuvil's fused ops, which needs no opset.
+TEST(ConfigPatterns, RewriteToAFusedOp) {
+  CompileOptions o = parse_config("patterns:\n  - name: quick_gelu\n    action: rewrite\n    match:\n"
+                                  "      - {op: Mul, inputs: [x, k], output: a}\n"
+                                  "      - {op: Sigmoid, inputs: [a], output: s}\n"
+                                  "      - {op: Mul, inputs: [x, s], output: y}\n"
+                                  "    constants: {k: 1.702}\n"
+                                  "    rewrite: {op: cuvil::SiLU, inputs: [x], attributes: {alpha: {constant: k}}}\n",
+                                  "c.yaml");
+  ASSERT_EQ(o.patterns.size(), 1u);
+  EXPECT_EQ(o.patterns[0].rewrite_domain, "cuvil");
+  EXPECT_EQ(o.patterns[0].rewrite_op, "SiLU");
+  EXPECT_EQ(check_pattern(o.patterns[0]), "");
+}
+
 TEST(ConfigPatterns, BadPatterns) {
   EXPECT_EQ(config_error("patterns:\n  - name: p\n    action: fuse\n    match:\n      - {op: Frob, inputs: [x], output: y}\n"),
             "c.yaml:5:14: patterns[0].match[0].op: unknown op 'Frob'");
@@ -236,6 +251,9 @@ TEST(ConfigPatterns, BadPatterns) {
   EXPECT_EQ(config_error("patterns:\n  - name: p\n    action: rewrite\n    match:\n      - {op: Relu, inputs: [x], output: y}\n"
                          "    rewrite: {op: Relu, inputs: [x]}\n"),
             "c.yaml:6:14: patterns[0].rewrite: a rewrite needs 'opset' (the ONNX opset the new node follows)");
+  EXPECT_EQ(config_error("patterns:\n  - name: p\n    action: rewrite\n    match:\n      - {op: Relu, inputs: [x], output: y}\n"
+                         "    rewrite: {op: cuvil::Frob, inputs: [x]}\n"),
+            "c.yaml:6:19: patterns[0].rewrite.op: unknown op 'cuvil::Frob'");
   EXPECT_EQ(config_error("patterns:\n  - name: p\n    action: keep\n    root: z\n    match:\n"
                          "      - {op: Relu, inputs: [x], output: y}\n"),
             "c.yaml:2:5: patterns[0]: pattern 'p': root 'z' is no node's output");
@@ -289,6 +307,37 @@ TEST(ConfigPatterns, FuseKeepAndRewriteReachTheCompile) {
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_NE(r.out.find("HardSigmoid<6>(%a) {alpha = 0.25f} @\"sig\""), std::string::npos) << r.out;
   EXPECT_EQ(r.out.find("Sigmoid<"), r.out.find("HardSigmoid<") + 4) << r.out;
+}
+
+// a = x + 1; y = a * Sigmoid(a): `a` has two readers, so the greedy rule makes two kernels
+// (storing `a`); a fuse request naming all three nodes keeps `a` in a register of one kernel.
+TEST(ConfigPatterns, FuseRequestKeepsADiamondInOneKernel) {
+  test::TempDir dir;
+  onnx::ModelProto m = test::make_model();
+  auto* g = m.mutable_graph();
+  test::add_input(g, "x", onnx::TensorProto::FLOAT, {2, 8});
+  test::add_output(g, "y", onnx::TensorProto::FLOAT, {2, 8});
+  *g->add_initializer() = test::make_float_tensor("one", {}, {1.0f});
+  test::add_node(g, "Add", {"x", "one"}, {"a"}, "add");
+  test::add_node(g, "Sigmoid", {"a"}, {"s"}, "sig");
+  test::add_node(g, "Mul", {"a", "s"}, {"y"}, "mul");
+  const std::string model = test::write_model(dir.path(), m, "m.onnx");
+  const std::string cfg = dir.file("c.yaml"), report = dir.file("r.json");
+  auto kernels = [&](bool with_request) {
+    std::ofstream(cfg) << (with_request ? "patterns:\n  - name: silu_of_sum\n    action: fuse\n    match:\n"
+                                          "      - {op: Add, inputs: [x, c], output: a}\n"
+                                          "      - {op: Sigmoid, inputs: [a], output: s}\n"
+                                          "      - {op: Mul, inputs: [a, s], output: y}\n"
+                                        : "version: 1\n");
+    test::RunResult r = test::run_tool(dir.path(), CUVIL_CUVILC,
+                                       {"compile", model, "--config", cfg, "-o", dir.file("m.cuvir"), "--report", report});
+    EXPECT_EQ(r.exit_code, 0) << r.err;
+    const std::string json = test::read_bytes(report);
+    const size_t at = json.find("\"tile_kernels\": ");
+    return at == std::string::npos ? -1 : std::atoi(json.c_str() + at + 16);
+  };
+  EXPECT_EQ(kernels(false), 2);
+  EXPECT_EQ(kernels(true), 1);
 }
 
 }  // namespace

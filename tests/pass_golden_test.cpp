@@ -96,5 +96,37 @@ TEST(PassGolden, PipelineStopsAfterAPass) {
   EXPECT_EQ(run_passes(*m).size(), all_passes().size());
 }
 
+// --skip-pass leaves passes out (and still stops where asked); infer-shapes is required.
+TEST(PassGolden, PipelineSkipsPasses) {
+  std::string error;
+  std::optional<Model> m = parse_model(
+      "model {\n  ir_version = 8\n  opset \"\" = 17\n}\n"
+      "graph g(%x: f32[4]) -> (%y) {\n  %y: ?[*] = Relu<14>(%x)\n}\n",
+      &error);
+  ASSERT_TRUE(m.has_value()) << error;
+  PipelineOptions po;
+  po.skip = {"canonicalize", "cse"};
+  std::vector<PassRecord> records = run_passes(*m, po);
+  EXPECT_EQ(records.size(), all_passes().size() - 2);
+  for (const PassRecord& r : records) EXPECT_TRUE(r.name != "canonicalize" && r.name != "cse") << r.name;
+  po.stop_after = "canonicalize";  // skipped: stops there without running it
+  records = run_passes(*m, po);
+  ASSERT_FALSE(records.empty());
+  EXPECT_EQ(records.back().name, "shape-arithmetic");
+  for (const char* bad : {"infer-shapes", "frobnicate"}) {
+    po.skip = {bad};
+    try {
+      run_passes(*m, po);
+      ADD_FAILURE() << bad << " skipped";
+    } catch (const Diagnostic& d) {
+      EXPECT_EQ(d.code(), ExitCode::kUsage);
+      const std::string want = std::string(bad) == "infer-shapes"
+                                   ? "--skip-pass infer-shapes: code generation needs every shape"
+                                   : "--skip-pass 'frobnicate': no such pass (in order: ";
+      EXPECT_NE(std::string(d.what()).find(want), std::string::npos) << d.what();
+    }
+  }
+}
+
 }  // namespace
 }  // namespace cuvil
