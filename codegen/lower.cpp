@@ -45,6 +45,27 @@ uint32_t float_bits(float f) {
   return u;
 }
 
+// The inputs a node's tile form reads: Expand reads its data but not the shape (the kernel's
+// domain is the output's shape), ConstantOfShape reads nothing, Clip's bounds are immediates,
+// and a reshaping copy reads only its data. Everything else reads all its inputs.
+std::vector<ValueId> tile_reads(const Node& n) {
+  if (n.op == OpKind::ConstantOfShape) return {};
+  if (n.op == OpKind::Expand || n.op == OpKind::Clip || n.op == OpKind::Reshape || n.op == OpKind::Flatten ||
+      n.op == OpKind::Squeeze || n.op == OpKind::Unsqueeze)
+    return {n.inputs.at(0)};
+  std::vector<ValueId> out;
+  for (ValueId in : n.inputs)
+    if (in != kNoValue) out.push_back(in);
+  return out;
+}
+
+// Dtypes a tile register (float32) holds exactly, so a kernel that only moves them (a reshaping
+// copy, an Expand, a Where) is exact.
+bool float32_exact(DType t) {
+  return t == DType::Float || t == DType::Float16 || t == DType::BFloat16 || t == DType::Int8 ||
+         t == DType::UInt8 || t == DType::Bool;
+}
+
 class Lowerer {
  public:
   Lowerer(const Model& m, const LowerOptions& o) : model_(m), graph_(*m.graph), opt_(o) {}
@@ -301,6 +322,9 @@ class Lowerer {
     ValueId output = kNoValue;
     Shape domain;
     bool loop = false;  // one node lowered by codegen/tile_kernels (reduction loop)
+    // A reshaping node (Reshape, Flatten, Squeeze, Unsqueeze) lowered as a copy over the
+    // flattened element count: its domain is [numel], and no other node joins it.
+    bool copy = false;
   };
 
   tile::KernelContext kernel_context(const Graph& g) {
@@ -343,6 +367,24 @@ class Lowerer {
       return !mentions_data_dependent(domain) && broadcastable(shape_of(g, n.inputs[0]), domain);
     }
     if (n.outputs.size() != 1 || !is_f32(g, n.outputs[0])) return false;
+    // Generators and selections over symbolic extents: the kernel's domain is the output's
+    // shape, so the shape operand of Expand/ConstantOfShape is never read at run time.
+    if (n.op == OpKind::Expand || n.op == OpKind::ConstantOfShape || n.op == OpKind::Where) {
+      const Shape& domain = shape_of(g, n.outputs[0]);
+      if (mentions_data_dependent(domain)) return false;
+      if (n.op == OpKind::ConstantOfShape) {
+        const Attribute* value = n.attr("value");
+        return !value || (value->kind == Attribute::Kind::Tensor && value->t && value->t->dtype == DType::Float &&
+                          value->t->numel() == 1);
+      }
+      if (n.op == OpKind::Expand) return is_f32(g, n.inputs[0]) && broadcastable(shape_of(g, n.inputs[0]), domain);
+      if (n.inputs.size() != 3) return false;
+      const DType cond = g.value(n.inputs[0]).dtype;
+      if (cond != DType::Bool && cond != DType::Float) return false;
+      for (ValueId in : n.inputs)
+        if (!broadcastable(shape_of(g, in), domain)) return false;
+      return is_f32(g, n.inputs[1]) && is_f32(g, n.inputs[2]);
+    }
     const bool unary = tile_unary(n).has_value();
     const bool binary = tile_binary(n.op_type).has_value() && n.inputs.size() == 2;
     const bool clip = n.op_type == "Clip";
@@ -366,6 +408,30 @@ class Lowerer {
       if (!broadcastable(shape_of(g, in), domain)) return false;
     }
     return true;
+  }
+
+  // A Reshape/Flatten/Squeeze/Unsqueeze becomes a copy kernel over [numel] when its output
+  // shape is known as expressions (so its shape operand, often a cuvil::SymbolicInts, is not
+  // needed at run time), provably has the input's element count, and the dtype survives the
+  // float32 registers exactly. The whole-tensor kernel checks the element count at run time;
+  // here the proof stands in for that check.
+  bool copy_kernel(const Graph& g, const Node& n) const {
+    if (n.op != OpKind::Reshape && n.op != OpKind::Flatten && n.op != OpKind::Squeeze &&
+        n.op != OpKind::Unsqueeze)
+      return false;
+    if (n.outputs.size() != 1 || n.outputs[0] == kNoValue || n.inputs.empty() || n.inputs[0] == kNoValue)
+      return false;
+    if (!float32_exact(g.value(n.inputs[0]).dtype) || g.value(n.outputs[0]).dtype != g.value(n.inputs[0]).dtype)
+      return false;
+    const Shape& in = shape_of(g, n.inputs[0]);
+    const Shape& out = shape_of(g, n.outputs[0]);
+    if (mentions_data_dependent(in) || mentions_data_dependent(out)) return false;
+    return sym::prove_equal(element_count(in), element_count(out), model_.ranges);
+  }
+  static DimExpr element_count(const Shape& s) {
+    DimExpr numel(1);
+    for (const Dim& d : s) numel = numel * *d;
+    return numel;
   }
 
   // Groups fusible chains of `g`; returns the group index per node (-1: not fused).
@@ -406,6 +472,12 @@ class Lowerer {
         group_of_node[i] = static_cast<int>(groups_.size()) - 1;
         group_of_value[n.outputs[0]] = group_of_node[i];
         continue;
+      }
+      if (opt_.fuse_elementwise && copy_kernel(g, n)) {
+        Group grp{&g, {i}, n.outputs[0], Shape{Dim(element_count(shape_of(g, n.outputs[0])))}, false, true};
+        groups_.push_back(std::move(grp));
+        group_of_node[i] = static_cast<int>(groups_.size()) - 1;
+        continue;  // not a group output others join: its domain is the flattened count
       }
       if (!opt_.fuse_elementwise || !fusible(g, n)) continue;
       const Shape& domain = shape_of(g, n.outputs[0]);
@@ -494,8 +566,7 @@ class Lowerer {
     // Registers are reused once the value they hold has no further use in the body.
     std::map<ValueId, int> uses;
     for (size_t ni : chain)
-      for (ValueId in : g.nodes[ni].inputs)
-        if (in != kNoValue) uses[in]++;
+      for (ValueId in : tile_reads(g.nodes[ni])) uses[in]++;
     uses[grp.output]++;  // the final store
     std::vector<uint32_t> free_regs;
     auto new_reg = [&]() -> uint32_t {
@@ -546,20 +617,42 @@ class Lowerer {
       reg_of[in] = r;
       return r;
     };
+    if (grp.copy) {  // [numel] over both tensors, contiguous: Load, Store
+      const Node& n = g.nodes[grp.nodes[0]];
+      auto flat_map = [&](uint32_t tensor_id) {
+        rt::AccessMap m;
+        m.tensor = tensor_id;
+        m.offset = expr(DimExpr(0));
+        m.strides = {expr(DimExpr(1))};
+        k.maps.push_back(m);
+        return static_cast<uint32_t>(k.maps.size()) - 1;
+      };
+      const uint32_t in_map = flat_map(tensor(g, n.inputs[0])), out_map = flat_map(tensor(g, n.outputs[0]));
+      k.body = {static_cast<uint32_t>(rt::TileOpcode::Load), 0, in_map, static_cast<uint32_t>(rt::TileOpcode::Store),
+                out_map, 0};
+      k.registers = 1;
+      out_.program.kernels.push_back(std::move(k));
+      return static_cast<uint32_t>(out_.program.kernels.size()) - 1;
+    }
     for (size_t ni : chain) {
       const Node& n = g.nodes[ni];
+      const std::vector<ValueId> reads = tile_reads(n);
       std::vector<uint32_t> ops;
-      if (n.op_type == "Clip") {
-        ops.push_back(operand(n.inputs[0]));
-      } else {
-        for (ValueId in : n.inputs) ops.push_back(operand(in));
-      }
+      for (ValueId in : reads) ops.push_back(operand(in));
       // Operands whose last use is this node free their registers before the result is
       // allocated, so the result may overwrite one (the tile loops allow d == s).
-      if (n.op_type == "Clip") release(n.inputs[0]);
-      else for (ValueId in : n.inputs) release(in);
+      for (ValueId in : reads) release(in);
       uint32_t r = new_reg();
-      if (n.op_type == "Clip") {
+      if (n.op == OpKind::ConstantOfShape) {  // the value attribute, 0 when absent
+        const Attribute* value = n.attr("value");
+        const float f = value ? static_cast<float>(value->t->float_at(0)) : 0.0f;
+        k.body.insert(k.body.end(), {static_cast<uint32_t>(rt::TileOpcode::Const), r, float_bits(f)});
+      } else if (n.op == OpKind::Expand) {  // the broadcast is in the input's map
+        k.body.insert(k.body.end(), {static_cast<uint32_t>(rt::TileOpcode::Unary),
+                                     static_cast<uint32_t>(rt::UnaryFn::Identity), r, ops[0]});
+      } else if (n.op == OpKind::Where) {
+        k.body.insert(k.body.end(), {static_cast<uint32_t>(rt::TileOpcode::Select), r, ops[0], ops[1], ops[2]});
+      } else if (n.op_type == "Clip") {
         float lo = -INFINITY, hi = INFINITY;
         if (n.input(1) != kNoValue) lo = static_cast<float>(g.value(n.inputs[1]).data->float_at(0));
         if (n.input(2) != kNoValue) hi = static_cast<float>(g.value(n.inputs[2]).data->float_at(0));
@@ -654,13 +747,42 @@ class Lowerer {
     return steps_.size() - 1;
   }
 
+  // Which nodes of `g` must run: those whose outputs reach a graph output or a subgraph
+  // capture through what the lowered code reads. A node the passes kept only for a shape
+  // operand that the tile forms do not read (the cuvil::SymbolicInts of a Reshape lowered as a
+  // copy, of an Expand or a ConstantOfShape) is not emitted.
+  std::vector<bool> needed_nodes(const Graph& g, const std::vector<int>& group_of_node) const {
+    std::set<ValueId> live = captured(g);
+    live.insert(g.outputs.begin(), g.outputs.end());
+    std::vector<bool> needed(g.nodes.size(), false);
+    for (size_t i = g.nodes.size(); i-- > 0;) {
+      const Node& n = g.nodes[i];
+      bool any = op_flags(n.op) & kControlFlow;
+      for (ValueId o : n.outputs) any = any || (o != kNoValue && live.count(o));
+      if (!any) continue;
+      needed[i] = true;
+      if (group_of_node[i] >= 0) {
+        for (ValueId in : tile_reads(n)) live.insert(in);
+      } else {
+        for (ValueId in : n.inputs)
+          if (in != kNoValue) live.insert(in);
+      }
+    }
+    return needed;
+  }
+
   // Lowers the nodes of `g` (and, recursively, of its control flow) into steps.
   void lower_graph(const Graph& g) {
     make_graph_tensors(g);
     const std::vector<int> group_of_node = group_nodes(g);
+    const std::vector<bool> needed = needed_nodes(g, group_of_node);
     for (size_t i = 0; i < g.nodes.size(); ++i) {
       const Node& n = g.nodes[i];
       const int gi = group_of_node[i];
+      if (!needed[i]) {
+        ++out_.skipped_nodes;
+        continue;
+      }
       if (gi >= 0) {
         if (groups_[gi].nodes.back() != i) continue;
         Step s;
@@ -671,8 +793,8 @@ class Lowerer {
         std::set<ValueId> internal;
         for (size_t ni : grp.nodes) internal.insert(g.nodes[ni].outputs[0]);
         for (size_t ni : grp.nodes)
-          for (ValueId in : g.nodes[ni].inputs)
-            if (in != kNoValue && !internal.count(in)) s.reads.push_back(tensor(g, in));
+          for (ValueId in : tile_reads(g.nodes[ni]))
+            if (!internal.count(in)) s.reads.push_back(tensor(g, in));
         s.writes.push_back(tensor(g, grp.output));
         steps_.push_back(std::move(s));
         continue;

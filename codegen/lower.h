@@ -44,6 +44,9 @@ struct LoweredModel {
   int fused_kernels = 0;
   int fused_nodes = 0;
   int call_ops = 0;
+  // Nodes not emitted because nothing the lowered code reads needs them (shape operands the
+  // tile forms of Reshape/Expand/ConstantOfShape take from expressions instead).
+  int skipped_nodes = 0;
 };
 
 // Throws Diagnostic(kUnsupported) listing every op without a CPU kernel; for a model input or

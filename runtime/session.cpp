@@ -394,7 +394,24 @@ Status Session::run_kernel(uint32_t kernel_index) {
     auto op = static_cast<TileOpcode>(k.body[pc]);
     if (op == TileOpcode::Store) {
       uint32_t t = k.maps[k.body[pc + 1]].tensor;
-      if (!ready_[t]) CUVIL_RETURN_IF_ERROR(materialize(t, dims, "kernel " + k.name));
+      if (!ready_[t]) {
+        const TensorDesc& d = program_.tensors[t];
+        if (d.dims.size() == dims.size()) {
+          CUVIL_RETURN_IF_ERROR(materialize(t, dims, "kernel " + k.name));
+        } else {
+          // A reshaping copy stores over its flattened element count: the tensor takes its
+          // compiled dims (bound by now; the bounds proof checks the element count).
+          std::vector<int64_t> own(d.dims.size());
+          for (size_t i = 0; i < own.size(); ++i) {
+            bool unbound = false;
+            CUVIL_RETURN_IF_ERROR(eval_.eval(d.dims[i], &own[i], &unbound));
+            if (unbound)
+              return make_status(StatusCode::kShape, "kernel ", k.name, ": dim ", i, " of '", d.name,
+                                 "' depends on a value not known yet");
+          }
+          CUVIL_RETURN_IF_ERROR(materialize(t, own, "kernel " + k.name));
+        }
+      }
     } else if (op == TileOpcode::Load) {
       uint32_t t = k.maps[k.body[pc + 2]].tensor;
       if (!ready_[t])

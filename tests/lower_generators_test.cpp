@@ -1,0 +1,126 @@
+// Code generation of shape-driven ops from expressions: a Reshape whose output shape the
+// compiler knows becomes a copy kernel (its cuvil::SymbolicInts shape operand is then not
+// emitted at all), Expand and ConstantOfShape become tile kernels over the output's symbolic
+// shape (fusing with their consumers), and Where becomes a Select. Each is checked for the
+// op calls left and for its outputs over several bound shapes.
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include "codegen/lower.h"
+#include "compile_in_process.h"
+#include "runtime_harness.h"
+
+namespace cuvil {
+namespace {
+
+using test::Tp;
+
+// Adds s = [Shape(x)[0], n] (int64[2]) the way exporters spell a shape: Shape, Gather,
+// Unsqueeze, Concat.
+void add_batch_shape(onnx::GraphProto* g, const std::string& x, int64_t n, const std::string& out) {
+  *g->add_initializer() = test::make_int64_tensor(out + "_zero", {}, {0});
+  *g->add_initializer() = test::make_int64_tensor(out + "_n", {1}, {n});
+  *g->add_initializer() = test::make_int64_tensor(out + "_axes", {1}, {0});
+  test::add_node(g, "Shape", {x}, {out + "_s"});
+  test::add_node(g, "Gather", {out + "_s", out + "_zero"}, {out + "_b"});
+  test::add_node(g, "Unsqueeze", {out + "_b", out + "_axes"}, {out + "_b1"});
+  test::set_attr_int(test::add_node(g, "Concat", {out + "_b1", out + "_n"}, {out}), "axis", 0);
+}
+
+struct Compiled {
+  codegen::LoweredModel lowered;
+  std::vector<uint8_t> package;
+};
+
+Compiled compile(const onnx::ModelProto& m) {
+  Model model = test::import_for_codegen(m, {"batch=1:8"});
+  Compiled c;
+  c.lowered = codegen::lower_model(model);
+  c.package = codegen::build_package(model, c.lowered);
+  return c;
+}
+
+// y = Reshape(x, [batch, 12]) * 2 over x: f32[batch, 3, 4].
+TEST(LowerGenerators, ReshapeWithAKnownShapeIsACopyKernel) {
+  onnx::ModelProto m = test::make_model(13);
+  auto* g = m.mutable_graph();
+  test::add_input(g, "x", Tp::FLOAT, {"batch", 3, 4});
+  test::add_output(g, "y", Tp::FLOAT, {"batch", 12});
+  *g->add_initializer() = test::make_float_tensor("two", {}, {2.0f});
+  add_batch_shape(g, "x", 12, "shape");
+  test::add_node(g, "Reshape", {"x", "shape"}, {"r"});
+  test::add_node(g, "Mul", {"r", "two"}, {"y"});
+  Compiled c = compile(m);
+  EXPECT_EQ(c.lowered.call_ops, 0);
+  EXPECT_EQ(c.lowered.skipped_nodes, 1) << "the SymbolicInts shape operand is not emitted";
+  test::ModelPtr model = test::load(c.package);
+  ASSERT_TRUE(model);
+  test::SessionPtr s = test::open_session(model.get(), 2);
+  for (int64_t batch : {1, 5}) {
+    std::vector<float> x(static_cast<size_t>(batch * 12));
+    for (size_t i = 0; i < x.size(); ++i) x[i] = static_cast<float>(i) - 7.5f;
+    ASSERT_TRUE(test::Ok(test::set_f32(s.get(), "x", {batch, 3, 4}, x)));
+    ASSERT_TRUE(test::Ok(cuvil_session_run(s.get())));
+    std::vector<int64_t> dims;
+    std::vector<float> y = test::output<float>(s.get(), 0, &dims);
+    EXPECT_EQ(dims, (std::vector<int64_t>{batch, 12}));
+    for (float& v : x) v *= 2.0f;
+    EXPECT_EQ(y, x);
+  }
+}
+
+// An int64 Reshape cannot go through float32 registers exactly: it stays an op call, and so
+// does its shape operand.
+TEST(LowerGenerators, Int64ReshapeStaysAnOpCall) {
+  onnx::ModelProto m = test::make_model(13);
+  auto* g = m.mutable_graph();
+  test::add_input(g, "x", Tp::INT64, {"batch", 3, 4});
+  test::add_output(g, "y", Tp::INT64, {"batch", 12});
+  add_batch_shape(g, "x", 12, "shape");
+  test::add_node(g, "Reshape", {"x", "shape"}, {"y"});
+  Compiled c = compile(m);
+  EXPECT_EQ(c.lowered.call_ops, 2);
+  EXPECT_EQ(c.lowered.skipped_nodes, 0);
+}
+
+// y = Expand(b, [batch, 8]) + ConstantOfShape([batch, 8], 0.25), cond = x > 0,
+// z = Where(cond, x, y) over x: f32[batch, 8], b: f32[8] (a weight): one tile kernel chain,
+// no op calls.
+TEST(LowerGenerators, ExpandConstantOfShapeAndWhereAreTileKernels) {
+  onnx::ModelProto m = test::make_model(13);
+  auto* g = m.mutable_graph();
+  test::add_input(g, "x", Tp::FLOAT, {"batch", 8});
+  test::add_output(g, "z", Tp::FLOAT, {"batch", 8});
+  std::vector<float> b(8);
+  for (size_t i = 0; i < b.size(); ++i) b[i] = 0.5f * static_cast<float>(i);
+  *g->add_initializer() = test::make_float_tensor("b", {8}, b);
+  *g->add_initializer() = test::make_float_tensor("zero", {}, {0.0f});
+  add_batch_shape(g, "x", 8, "shape");
+  test::add_node(g, "Expand", {"b", "shape"}, {"e"});
+  auto* cos = test::add_node(g, "ConstantOfShape", {"shape"}, {"c"});
+  test::set_attr_tensor(cos, "value", test::make_float_tensor("v", {1}, {0.25f}));
+  test::add_node(g, "Add", {"e", "c"}, {"y"});
+  test::add_node(g, "Greater", {"x", "zero"}, {"cond"});
+  test::add_node(g, "Where", {"cond", "x", "y"}, {"z"});
+  Compiled c = compile(m);
+  EXPECT_EQ(c.lowered.call_ops, 1) << "only the bool Greater (a comparison has no tile form yet)";
+  EXPECT_EQ(c.lowered.skipped_nodes, 1) << "the SymbolicInts shape operand";
+  test::ModelPtr model = test::load(c.package);
+  ASSERT_TRUE(model);
+  test::SessionPtr s = test::open_session(model.get(), 2);
+  for (int64_t batch : {1, 3}) {
+    std::vector<float> x(static_cast<size_t>(batch * 8));
+    for (size_t i = 0; i < x.size(); ++i) x[i] = (i % 3 == 0 ? -1.0f : 1.0f) * static_cast<float>(i);
+    ASSERT_TRUE(test::Ok(test::set_f32(s.get(), "x", {batch, 8}, x)));
+    ASSERT_TRUE(test::Ok(cuvil_session_run(s.get())));
+    std::vector<int64_t> dims;
+    std::vector<float> z = test::output<float>(s.get(), 0, &dims);
+    EXPECT_EQ(dims, (std::vector<int64_t>{batch, 8}));
+    ASSERT_EQ(z.size(), x.size());
+    for (size_t i = 0; i < x.size(); ++i) EXPECT_EQ(z[i], x[i] > 0 ? x[i] : b[i % 8] + 0.25f) << i;
+  }
+}
+
+}  // namespace
+}  // namespace cuvil
