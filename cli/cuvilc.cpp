@@ -310,6 +310,7 @@ int run_compile(const std::string& path, std::string emit, std::string output, c
   report.tile_kernels = lowered.fused_kernels;
   report.fused_nodes = lowered.fused_nodes;
   report.op_calls = lowered.call_ops;
+  report.nodes_not_emitted = lowered.skipped_nodes;
   report.arena_bytes = lowered.arena_expr;
   report.kernel_nodes = lowered.kernel_nodes;
   if (emit == "bytecode") {
@@ -332,7 +333,9 @@ int run_compile(const std::string& path, std::string emit, std::string output, c
   finish(output);
   std::cerr << "cuvilc: wrote " << output << " (" << bytes.size() << " bytes; " << lowered.fused_kernels
             << " tile kernels fusing " << lowered.fused_nodes << " nodes, " << lowered.call_ops
-            << " op calls; arena " << lowered.arena_expr << " bytes)\n";
+            << " op calls"
+            << (lowered.skipped_nodes ? ", " + std::to_string(lowered.skipped_nodes) + " shape nodes not needed" : "")
+            << "; arena " << lowered.arena_expr << " bytes)\n";
   return 0;
 }
 
