@@ -11,6 +11,10 @@
 #include <map>
 #include <new>
 
+#include <sys/mman.h>
+#include <cerrno>
+#include <cstring>
+
 #include "codegen/lower.h"
 #include "codegen/package_builder.h"
 #include "frontend/onnx_import.h"
@@ -263,6 +267,18 @@ void write_compile_output(const std::string& output, std::string_view data,
   write_file_atomically(output, data);
 }
 
+// The runtime's loader over the package just written (mapped from `fd`): a package that
+// fails is a compiler bug, never something to ship.
+void verify_written_package(int fd, uint64_t size) {
+  void* map = mmap(nullptr, size, PROT_READ, MAP_SHARED, fd, 0);
+  if (map == MAP_FAILED) fail(ExitCode::kIo, "cannot map the written package to verify it: ", std::strerror(errno));
+  std::shared_ptr<rt::LoadedPackage> check;
+  rt::Status st = rt::LoadedPackage::open_memory(map, size, /*copy=*/false, &check);
+  check.reset();
+  munmap(map, size);
+  CUVIL_ASSERT(st.is_ok(), "the package the compiler wrote fails verification: " << st.message());
+}
+
 int run_compile(const std::string& path, std::string emit, std::string output, const CompileOptions& options,
                 const PipelineFlags& flags, const std::string& report_path) {
   const auto start = Clock::now();
@@ -321,17 +337,24 @@ int run_compile(const std::string& path, std::string emit, std::string output, c
     return 0;
   }
   stage = Clock::now();
-  std::vector<uint8_t> bytes = codegen::build_package(m, lowered, passes_summary(report.passes));
-  // Verify what we are about to ship with the runtime's own loader.
-  std::shared_ptr<rt::LoadedPackage> check;
-  rt::Status st = rt::LoadedPackage::open_memory(bytes.data(), bytes.size(), true, &check);
-  CUVIL_ASSERT(st.is_ok(), "the package the compiler wrote fails verification: " << st.message());
-  write_compile_output(output, std::string_view(reinterpret_cast<const char*>(bytes.data()), bytes.size()),
-                       reads);
+  // The weights go from the model's tensors straight into the file (no copy of the package in
+  // memory). Before the file replaces `output`, the model is let go (nothing below reads it)
+  // and the runtime's own loader verifies the written bytes, mapped from the temporary.
+  codegen::PackagePieces pieces = codegen::build_package_pieces(m, lowered, passes_summary(report.passes));
+  Pieces data{std::string_view(reinterpret_cast<const char*>(pieces.head.data()), pieces.head.size())};
+  data.insert(data.end(), pieces.weights.begin(), pieces.weights.end());
+  refuse_output_over_input(output, reads);
+  write_file_atomically(output, data, [&](int fd, uint64_t size) {
+    CUVIL_ASSERT(size == pieces.size, "wrote " << size << " package bytes of " << pieces.size);
+    pieces.weights.clear();
+    lowered.weight_pieces.clear();
+    m = Model{};
+    verify_written_package(fd, size);
+  });
   report.package_ms = ms_since(stage);
-  report.package_bytes = static_cast<int64_t>(bytes.size());
+  report.package_bytes = static_cast<int64_t>(pieces.size);
   finish(output);
-  std::cerr << "cuvilc: wrote " << output << " (" << bytes.size() << " bytes; " << lowered.fused_kernels
+  std::cerr << "cuvilc: wrote " << output << " (" << pieces.size << " bytes; " << lowered.fused_kernels
             << " tile kernels fusing " << lowered.fused_nodes << " nodes, " << lowered.call_ops
             << " op calls"
             << (lowered.skipped_nodes ? ", " + std::to_string(lowered.skipped_nodes) + " shape nodes not needed" : "")

@@ -78,7 +78,7 @@ class Lowerer {
     make_output_tensors();
     fill_loop_scopes();
     plan_and_emit();
-    out_.program.weights_size = out_.weights.size();
+    out_.program.weights_size = out_.weights_size;
     return std::move(out_);
   }
 
@@ -280,10 +280,12 @@ class Lowerer {
       Shape s;
       for (int64_t d : v.data->dims) s.emplace_back(DimExpr(d));
       uint32_t t = add_tensor(v, rt::TensorKind::kWeight, s);
-      while (out_.weights.size() % 64) out_.weights.push_back(0);
-      out_.program.tensors[t].weight_offset = out_.weights.size();
+      // Weights are not copied: the package writer streams them from the model's tensors.
+      out_.weights_size = (out_.weights_size + 63) / 64 * 64;
+      out_.program.tensors[t].weight_offset = out_.weights_size;
       out_.program.tensors[t].weight_size = v.data->bytes.size();
-      out_.weights.insert(out_.weights.end(), v.data->bytes.begin(), v.data->bytes.end());
+      out_.weight_pieces.push_back({out_.weights_size, v.data});
+      out_.weights_size += v.data->bytes.size();
       tensor_of_[{&g, id}] = t;
     }
     const bool top = &g == &graph_;
@@ -1256,6 +1258,13 @@ void check_model_io(const Model& model) {
 LoweredModel lower_model(const Model& model, const LowerOptions& options) {
   check_model_io(model);
   return Lowerer(model, options).run();
+}
+
+std::vector<uint8_t> gather_weights(const LoweredModel& lowered) {
+  std::vector<uint8_t> out(lowered.weights_size, 0);
+  for (const WeightPiece& p : lowered.weight_pieces)
+    if (!p.data->bytes.empty()) std::memcpy(out.data() + p.offset, p.data->bytes.data(), p.data->bytes.size());
+  return out;
 }
 
 }  // namespace cuvil::codegen

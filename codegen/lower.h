@@ -35,9 +35,17 @@ struct LowerOptions {
   std::vector<FuseRequest> fuse;
 };
 
+// A weight in the WEIGHTS section: its bytes (held, not copied, from the model) at `offset`.
+// Between pieces the section is zero padding (64-byte alignment).
+struct WeightPiece {
+  uint64_t offset = 0;
+  std::shared_ptr<const TensorData> data;
+};
+
 struct LoweredModel {
   rt::Program program;
-  std::vector<uint8_t> weights;
+  std::vector<WeightPiece> weight_pieces;  // in offset order
+  uint64_t weights_size = 0;               // bytes of the WEIGHTS section
   std::string arena_expr;          // symbolic arena size, for reports
   std::string intermediates_expr;  // symbolic sum of all intermediate sizes
   std::vector<std::vector<std::string>> kernel_nodes;  // per tile kernel, the nodes it fuses
@@ -55,5 +63,8 @@ struct LoweredModel {
 // condition or trip count not known to hold one element. The package it describes is one the
 // runtime's loader accepts.
 LoweredModel lower_model(const Model& model, const LowerOptions& options = {});
+
+// The WEIGHTS section's bytes in memory (tests, and callers that want one buffer).
+std::vector<uint8_t> gather_weights(const LoweredModel& lowered);
 
 }  // namespace cuvil::codegen

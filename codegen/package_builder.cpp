@@ -3,12 +3,16 @@
 #include <sstream>
 
 #include "ir/printer.h"
+#include "runtime/crc32.h"
 #include "runtime/package.h"
+#include "support/error.h"
 
 namespace cuvil::codegen {
 
-std::vector<uint8_t> build_package(const Model& model, const LoweredModel& lowered,
-                                   const std::string& passes_report) {
+namespace {
+
+rt::PackageContents package_contents(const Model& model, const LoweredModel& lowered,
+                                     const std::string& passes_report) {
   const Graph& g = *model.graph;
   std::vector<rt::ManifestEntry> m;
   m.push_back({"cuvil", "0.1.0"});
@@ -27,7 +31,7 @@ std::vector<uint8_t> build_package(const Model& model, const LoweredModel& lower
   m.push_back({"buckets", "1"});
   m.push_back({"arena_bytes", lowered.arena_expr});
   m.push_back({"intermediate_bytes", lowered.intermediates_expr});
-  m.push_back({"weights_bytes", std::to_string(lowered.weights.size())});
+  m.push_back({"weights_bytes", std::to_string(lowered.weights_size)});
 
   std::ostringstream report;
   report << "nodes: " << g.nodes.size() << "\n";
@@ -39,9 +43,42 @@ std::vector<uint8_t> build_package(const Model& model, const LoweredModel& lower
 
   rt::PackageContents contents;
   contents.manifest = rt::render_manifest(m);
-  contents.weights = lowered.weights;
   contents.program = lowered.program;
   contents.report = report.str();
+  return contents;
+}
+
+// Zero bytes for the padding between weights (at most 63 at a time).
+constexpr uint8_t kZeros[64] = {};
+
+}  // namespace
+
+PackagePieces build_package_pieces(const Model& model, const LoweredModel& lowered,
+                                   const std::string& passes_report) {
+  PackagePieces out;
+  uint64_t at = 0;
+  uint32_t crc = 0;
+  auto add = [&](const uint8_t* data, size_t size) {
+    if (size == 0) return;
+    out.weights.emplace_back(reinterpret_cast<const char*>(data), size);
+    crc = rt::crc32c(data, size, crc);
+    at += size;
+  };
+  for (const WeightPiece& p : lowered.weight_pieces) {
+    CUVIL_ASSERT(p.offset >= at && p.offset - at < sizeof kZeros, "weight pieces out of order");
+    add(kZeros, static_cast<size_t>(p.offset - at));
+    add(p.data->bytes.data(), p.data->bytes.size());
+  }
+  CUVIL_ASSERT(at == lowered.weights_size, "weight pieces do not fill the section");
+  out.head = rt::write_package_head(package_contents(model, lowered, passes_report), at, crc);
+  out.size = out.head.size() + at;
+  return out;
+}
+
+std::vector<uint8_t> build_package(const Model& model, const LoweredModel& lowered,
+                                   const std::string& passes_report) {
+  rt::PackageContents contents = package_contents(model, lowered, passes_report);
+  contents.weights = gather_weights(lowered);
   return rt::write_package(contents);
 }
 

@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "codegen/lower.h"
@@ -15,6 +16,18 @@ namespace cuvil::codegen {
 
 // `passes_report` (the pipeline's node counts per pass, no times) is appended to the report.
 std::vector<uint8_t> build_package(const Model& model, const LoweredModel& lowered,
+                                   const std::string& passes_report = "");
+
+// The same package as pieces to write in order: `head` (everything before the weights' bytes)
+// and then each of `weights` (views of the model's tensors and zero padding; they stay valid
+// while the model and the lowered model live). Writing them gives build_package's bytes
+// without ever holding the whole file in memory.
+struct PackagePieces {
+  std::vector<uint8_t> head;
+  std::vector<std::string_view> weights;
+  uint64_t size = 0;  // head + weights
+};
+PackagePieces build_package_pieces(const Model& model, const LoweredModel& lowered,
                                    const std::string& passes_report = "");
 
 }  // namespace cuvil::codegen

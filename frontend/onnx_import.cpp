@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <google/protobuf/io/coded_stream.h>
+#include <google/protobuf/io/zero_copy_stream_impl.h>
 #include <google/protobuf/wire_format_lite.h>
 
 #include <algorithm>
@@ -461,6 +462,10 @@ class Importer {
       ValueId id = g->add_value(t.name());
       Value& v = g->value(id);
       v.data = import_tensor(t, model_dir_, "initializer");
+      // The proto is the importer's own (a local of import_onnx_*) and nothing reads this
+      // tensor's bytes again: release them now, so a model's weights are held once, not twice
+      // (peak memory of a compile, docs/PERF.md).
+      std::string().swap(*const_cast<onnx::TensorProto&>(t).mutable_raw_data());
       v.dtype = v.data->dtype;
       v.is_initializer = true;
       Shape s;
@@ -730,20 +735,43 @@ Model import_onnx_file(const std::string& path, const ImportOptions& options) {
          " bytes, over protobuf's 2 GiB limit; save the model with external data "
          "(onnx.save_model(model, path, save_as_external_data=True))");
   }
-  std::string bytes(size, '\0');
-  uint64_t done = 0;
-  while (done < size) {
-    ssize_t n = read(fd, bytes.data() + done, size - done);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) {
-      int err = errno;
-      close(fd);
-      fail(ExitCode::kIo, path, ": read failed", n < 0 ? std::string(": ") + std::strerror(err) : "");
-    }
-    done += static_cast<uint64_t>(n);
+  // Streamed from the file twice (the wire scan, then the parse) rather than read into one
+  // buffer, so the file's bytes are never held next to the parsed proto.
+  struct CloseFd {
+    int fd;
+    ~CloseFd() { close(fd); }
+  } closer{fd};
+  auto rewind = [&] {
+    if (lseek(fd, 0, SEEK_SET) != 0) fail(ExitCode::kIo, path, ": cannot seek: ", std::strerror(errno));
+  };
+  auto read_failed = [&](int err) {
+    fail(ExitCode::kIo, path, ": read failed", err ? std::string(": ") + std::strerror(err) : "");
+  };
+  {
+    google::protobuf::io::FileInputStream file(fd);
+    google::protobuf::io::CodedInputStream stream(&file);
+    stream.SetTotalBytesLimit(static_cast<int>(size));
+    WireScanner scanner(options.limits, path);
+    scanner.scan(stream, WireMsg::kModel, 0, 0);
+    if (file.GetErrno()) read_failed(file.GetErrno());
   }
-  close(fd);
-  return import_onnx_bytes(bytes, dir_of(path), options, path);
+  rewind();
+  onnx::ModelProto proto;
+  {
+    google::protobuf::io::FileInputStream file(fd);
+    google::protobuf::io::CodedInputStream stream(&file);
+    stream.SetTotalBytesLimit(static_cast<int>(size));
+    stream.SetRecursionLimit(200);
+    const bool parsed = proto.ParseFromCodedStream(&stream) && stream.ConsumedEntireMessage();
+    if (file.GetErrno()) read_failed(file.GetErrno());
+    if (!parsed)
+      fail(ExitCode::kInvalidModel, path,
+           ": not a valid ONNX model (protobuf parse failed: truncated or not a ModelProto)");
+  }
+  Importer importer(dir_of(path), options, path);
+  Model m = importer.run(proto);
+  m.source_path = path;
+  return m;
 }
 
 std::vector<UnsupportedOp> find_unsupported(const Model& model) {

@@ -189,6 +189,12 @@ std::string render_manifest(const std::vector<ManifestEntry>& entries) {
 // ---- writing ----
 
 std::vector<uint8_t> write_package(const PackageContents& c) {
+  std::vector<uint8_t> out = write_package_head(c, c.weights.size(), crc32c(c.weights.data(), c.weights.size()));
+  out.insert(out.end(), c.weights.begin(), c.weights.end());
+  return out;
+}
+
+std::vector<uint8_t> write_package_head(const PackageContents& c, uint64_t weights_size, uint32_t weights_crc) {
   const std::vector<uint8_t> program = encode_program(c.program);
   struct Part {
     SectionKind kind;
@@ -205,8 +211,8 @@ std::vector<uint8_t> write_package(const PackageContents& c) {
     parts.push_back({SectionKind::kReport, 0, 8, reinterpret_cast<const uint8_t*>(c.report.data()),
                      c.report.size()});
   // Weights last: the metadata stays together at the front of the file.
-  parts.push_back({SectionKind::kWeights, kSectionCritical, kWeightsAlignment, c.weights.data(),
-                   c.weights.size()});
+  // Its bytes are not part of the head: data is null, the size and checksum come from the caller.
+  parts.push_back({SectionKind::kWeights, kSectionCritical, kWeightsAlignment, nullptr, weights_size});
 
   std::vector<SectionEntry> table(parts.size());
   uint64_t offset = kHeaderSize + kSectionEntrySize * parts.size();
@@ -217,11 +223,12 @@ std::vector<uint8_t> write_package(const PackageContents& c) {
     table[i].offset = offset;
     table[i].size = parts[i].size;
     table[i].alignment = parts[i].alignment;
-    table[i].checksum = crc32c(parts[i].data, parts[i].size);
+    table[i].checksum = parts[i].data ? crc32c(parts[i].data, parts[i].size) : weights_crc;
     offset += parts[i].size;
   }
 
-  std::vector<uint8_t> out(offset, 0);  // zero padding everywhere
+  // Zero padding everywhere; the head ends where the weights start.
+  std::vector<uint8_t> out(table.back().offset, 0);
   std::memcpy(out.data(), kPackageMagic, sizeof kPackageMagic);
   put_le<uint16_t>(out, 8, kFormatMajor);
   put_le<uint16_t>(out, 10, kFormatMinor);
@@ -237,7 +244,7 @@ std::vector<uint8_t> write_package(const PackageContents& c) {
     put_le<uint64_t>(out, at + 16, table[i].size);
     put_le<uint32_t>(out, at + 24, table[i].alignment);
     put_le<uint32_t>(out, at + 28, table[i].checksum);
-    if (parts[i].size) std::memcpy(out.data() + table[i].offset, parts[i].data, parts[i].size);
+    if (parts[i].data && parts[i].size) std::memcpy(out.data() + table[i].offset, parts[i].data, parts[i].size);
   }
   return out;
 }

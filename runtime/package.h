@@ -75,6 +75,12 @@ struct PackageContents {
 // The package bytes. Deterministic: the same contents give the same bytes (padding is zero,
 // nothing depends on time or environment). Writing a file atomically is the caller's job.
 std::vector<uint8_t> write_package(const PackageContents& contents);
+// The package up to where the WEIGHTS section's bytes start (contents.weights is ignored), for
+// a WEIGHTS section of `weights_size` bytes whose CRC-32C is `weights_crc`. A writer that
+// streams the weights from where they lie appends exactly those bytes after the head:
+// write_package(c) == head + c.weights.
+std::vector<uint8_t> write_package_head(const PackageContents& contents, uint64_t weights_size,
+                                        uint32_t weights_crc);
 
 // ---- loading ----
 // An opened, fully verified package. Immutable: safe to share between threads and sessions.

@@ -167,13 +167,14 @@ class AtomicWrite {
 
   // Writes through an unnamed temporary. False (and nothing left behind) when this
   // filesystem or process cannot: no O_TMPFILE, or the file cannot be linked in.
-  bool write_unnamed(std::string_view data) {
-    fd_ = openat(dirfd_, ".", O_TMPFILE | O_WRONLY | O_CLOEXEC, 0600);
+  bool write_unnamed(const Pieces& data, const OutputCheck& check) {
+    fd_ = openat(dirfd_, ".", O_TMPFILE | O_RDWR | O_CLOEXEC, 0600);
     if (fd_ < 0) {
       if (errno == EOPNOTSUPP || errno == EISDIR || errno == EINVAL) return false;
       cannot_create(errno);
     }
     write_data(data);
+    run_check(check);
     // Lock before the file gets a name, so no other writer ever sees it named and unlocked.
     flock(fd_, LOCK_EX | LOCK_NB);
     const std::string proc_path = "/proc/self/fd/" + std::to_string(fd_);
@@ -201,17 +202,18 @@ class AtomicWrite {
   }
 
   // Writes through a temporary that is named from the start.
-  void write_named(std::string_view data) {
+  void write_named(const Pieces& data, const OutputCheck& check) {
     for (int attempt = 0; attempt < 100 && fd_ < 0; ++attempt) {
       HoldSignals hold;
       std::string name = temporary_name(base_);
-      fd_ = openat(dirfd_, name.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+      fd_ = openat(dirfd_, name.c_str(), O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
       if (fd_ >= 0) arm(name);
       else if (errno != EEXIST) cannot_create(errno);
     }
     if (fd_ < 0) cannot_create(EEXIST);
     flock(fd_, LOCK_EX | LOCK_NB);
     write_data(data);
+    run_check(check);
     finish();
   }
 
@@ -241,19 +243,40 @@ class AtomicWrite {
          "; the previous file (if any) is unchanged");
   }
 
-  void write_data(std::string_view data) {
+  void write_data(const Pieces& pieces) {
     size_t done = 0;
-    while (done < data.size()) {
-      size_t chunk = std::min(data.size() - done, output_file_testing::kChunkBytes);
-      ssize_t n = write(fd_, data.data() + done, chunk);
-      if (n < 0 && errno == EINTR) continue;
-      if (n <= 0) abandon("write", n < 0 ? errno : ENOSPC);
-      done += static_cast<size_t>(n);
-      if (g_fault_hook)
-        if (int err = g_fault_hook(Stage::kAfterChunk, done)) abandon("write", err);
+    for (std::string_view data : pieces) {
+      size_t at = 0;
+      while (at < data.size()) {
+        size_t chunk = std::min(data.size() - at, output_file_testing::kChunkBytes);
+        ssize_t n = write(fd_, data.data() + at, chunk);
+        if (n < 0 && errno == EINTR) continue;
+        if (n <= 0) abandon("write", n < 0 ? errno : ENOSPC);
+        at += static_cast<size_t>(n);
+        done += static_cast<size_t>(n);
+        if (g_fault_hook)
+          if (int err = g_fault_hook(Stage::kAfterChunk, done)) abandon("write", err);
+      }
     }
+    size_ = done;
     if (fchmod(fd_, 0644) != 0) abandon("chmod", errno);
     if (fsync(fd_) != 0) abandon("fsync", errno);
+  }
+
+  // The caller's check of the complete temporary; if it throws, the temporary goes.
+  void run_check(const OutputCheck& check) {
+    if (!check) return;
+    try {
+      check(fd_, size_);
+    } catch (...) {
+      close(fd_);
+      fd_ = -1;
+      if (!name_.empty()) {
+        unlinkat(dirfd_, name_.c_str(), 0);
+        g_temp_active = false;
+      }
+      throw;
+    }
   }
 
   // The temporary is complete, synced and named: rename it over the target.
@@ -272,12 +295,17 @@ class AtomicWrite {
   const std::string dir_, base_;
   const int dirfd_;
   int fd_ = -1;
+  uint64_t size_ = 0;  // bytes written
   std::string name_;  // of the temporary, once it has one
 };
 
 }  // namespace
 
 void write_file_atomically(const std::string& path, std::string_view data) {
+  write_file_atomically(path, Pieces{data}, {});
+}
+
+void write_file_atomically(const std::string& path, const Pieces& data, const OutputCheck& check) {
   const std::string dir = dir_of(path), base = base_of(path);
   if (base.empty() || base == "." || base == "..")
     fail(ExitCode::kIo, "cannot write '", path, "': it names a directory");
@@ -303,10 +331,10 @@ void write_file_atomically(const std::string& path, std::string_view data) {
   SignalGuard guard;
   if (!g_force_named) {
     AtomicWrite unnamed(path, dir, base, dirfd.fd);
-    if (unnamed.write_unnamed(data)) return;
+    if (unnamed.write_unnamed(data, check)) return;
   }
   AtomicWrite named(path, dir, base, dirfd.fd);
-  named.write_named(data);
+  named.write_named(data, check);
 }
 
 namespace output_file_testing {

@@ -13,14 +13,26 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
+#include <functional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 namespace cuvil {
 
 // Throws Diagnostic(kIo) naming the path on failure (missing or read-only directory, disk
 // full, ...).
 void write_file_atomically(const std::string& path, std::string_view data);
+
+// The same for data in pieces written in order (a package's metadata, then its weights straight
+// from where they are, so no copy of the whole file is ever held in memory), with a check of
+// the complete, synced temporary (`fd` open for reading and writing, `size` bytes) that runs
+// before it replaces the target. A check that throws leaves the target unchanged and removes
+// the temporary; its exception propagates.
+using OutputCheck = std::function<void(int fd, uint64_t size)>;
+using Pieces = std::vector<std::string_view>;
+void write_file_atomically(const std::string& path, const Pieces& data, const OutputCheck& check);
 
 // Test-only hooks (tests/output_file_test.cpp). Production code never sets them.
 namespace output_file_testing {

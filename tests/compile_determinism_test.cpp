@@ -37,6 +37,23 @@ TEST(CompileDeterminism, SameModelTwiceInProcess) {
   }
 }
 
+// cuvilc streams the package as pieces (metadata, then the weights from the model's tensors);
+// written in order they are exactly build_package's bytes.
+TEST(CompileDeterminism, StreamedPiecesAreThePackage) {
+  for (const char* rel : {"examples/digits/digits.onnx", "testdata/models/bert_tiny.onnx"}) {
+    Model m = frontend::import_onnx_file(std::string(CUVIL_SOURCE_DIR) + "/" + rel);
+    run_passes(m);
+    codegen::LoweredModel lowered = codegen::lower_model(m);
+    const std::vector<uint8_t> whole = codegen::build_package(m, lowered, "passes: x\n");
+    codegen::PackagePieces pieces = codegen::build_package_pieces(m, lowered, "passes: x\n");
+    std::vector<uint8_t> joined = pieces.head;
+    for (std::string_view w : pieces.weights) joined.insert(joined.end(), w.begin(), w.end());
+    EXPECT_EQ(pieces.size, joined.size()) << rel;
+    EXPECT_TRUE(joined == whole) << rel;
+    EXPECT_GT(pieces.weights.size(), 1u) << rel << ": weights come as several pieces";
+  }
+}
+
 TEST(CompileDeterminism, CuvilcAcrossDirectoriesLocalesAndTimeZones) {
   char tmpl[] = "/tmp/cuvil_det_XXXXXX";
   ASSERT_NE(mkdtemp(tmpl), nullptr);

@@ -470,7 +470,7 @@ rt::Program lowered_loop_program(uint64_t* weights_size) {
   Model model = frontend::import_onnx_bytes(bytes, "", {}, "loop.onnx");
   infer_shapes(model);
   codegen::LoweredModel lowered = codegen::lower_model(model);
-  *weights_size = lowered.weights.size();
+  *weights_size = lowered.weights_size;
   return lowered.program;
 }
 

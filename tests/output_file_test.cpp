@@ -134,6 +134,25 @@ TEST_P(FaultyWrite, ReplacesTheTargetAndLeavesNothingElse) {
   EXPECT_EQ(list_dir(tmp_.path()), (std::set<std::string>{"empty", "model.cuvir"}));
 }
 
+// Pieces are written in order; the check sees the complete temporary (readable) before the
+// rename, and a check that throws leaves the old file and no temporary.
+TEST_P(FaultyWrite, PiecesAndACheckBeforeTheTargetIsReplaced) {
+  const std::string a(hooks::kChunkBytes + 7, 'a'), b = "bb", c(2 * hooks::kChunkBytes, 'c');
+  std::string seen;
+  write_file_atomically(out_, Pieces{a, b, "", c}, [&](int fd, uint64_t size) {
+    seen.resize(size);
+    ASSERT_EQ(pread(fd, seen.data(), size, 0), static_cast<ssize_t>(size));
+    EXPECT_EQ(test::read_bytes(out_), kOld) << "replaced before the check";
+  });
+  EXPECT_EQ(seen, a + b + c);
+  EXPECT_EQ(test::read_bytes(out_), a + b + c);
+  test::write_bytes(out_, kOld);
+  EXPECT_THROW(write_file_atomically(out_, Pieces{a, b}, [](int, uint64_t) { throw std::runtime_error("bad"); }),
+               std::runtime_error);
+  EXPECT_EQ(test::read_bytes(out_), kOld);
+  EXPECT_EQ(list_dir(tmp_.path()), std::set<std::string>{"model.cuvir"});
+}
+
 TEST_P(FaultyWrite, SigkillInTheMiddleOfTheDataLeavesNoTemporaryForLong) {
   int status = write_and_signal(Stage::kAfterChunk, SIGKILL);
   ASSERT_TRUE(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL) << "status " << status;
