@@ -329,6 +329,7 @@ int run_compile(const std::string& path, std::string emit, std::string output, c
   report.nodes_not_emitted = lowered.skipped_nodes;
   report.arena_bytes = lowered.arena_expr;
   report.kernel_nodes = lowered.kernel_nodes;
+  report.not_fused = lowered.not_fused;
   if (emit == "bytecode") {
     std::string text = rt::disassemble(lowered.program);
     if (output.empty() || output == "-") std::cout << text;

@@ -78,6 +78,11 @@ std::string report_to_json(const CompileReport& r) {
     os << "]";
   }
   os << (r.kernel_nodes.empty() ? "],\n" : "\n  ],\n");
+  os << "  \"not_fused\": [";
+  for (size_t i = 0; i < r.not_fused.size(); ++i)
+    os << (i ? ",\n" : "\n") << "    {\"node\": " << json_string(r.not_fused[i].node)
+       << ", \"op\": " << json_string(r.not_fused[i].op) << ", \"why\": " << json_string(r.not_fused[i].why) << "}";
+  os << (r.not_fused.empty() ? "],\n" : "\n  ],\n");
   os << "  \"pattern_matches\": {";
   for (size_t i = 0; i < r.pattern_matches.size(); ++i)
     os << (i ? ", " : "") << json_string(r.pattern_matches[i].first) << ": " << r.pattern_matches[i].second;

@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "codegen/lower.h"
 #include "passes/pipeline.h"
 
 namespace cuvil {
@@ -21,6 +22,7 @@ struct CompileReport {
   std::string arena_bytes;  // symbolic
   std::vector<std::vector<std::string>> kernel_nodes;              // per tile kernel, its nodes
   std::vector<std::pair<std::string, int64_t>> pattern_matches;    // fuse/keep patterns: matches
+  std::vector<codegen::LoweredModel::NotFused> not_fused;          // op calls and kernel boundaries, why
 };
 
 std::string report_to_json(const CompileReport& report);

@@ -45,6 +45,16 @@ uint32_t float_bits(float f) {
   return u;
 }
 
+// "[batch, seq, 768]", for messages.
+std::string shape_text(const Shape& s) {
+  std::string out = "[";
+  for (size_t i = 0; i < s.size(); ++i) out += (i ? ", " : "") + (s[i] ? s[i]->to_string() : std::string("?"));
+  return out + "]";
+}
+
+// "MatMul 'name'", for messages.
+std::string op_label(const Node& n) { return n.op_type + " '" + n.name + "'"; }
+
 // The inputs a node's tile form reads: Expand reads its data but not the shape (the kernel's
 // domain is the output's shape), ConstantOfShape reads nothing, Clip's bounds are immediates,
 // and a reshaping copy reads only its data. Everything else reads all its inputs.
@@ -484,11 +494,22 @@ class Lowerer {
       if (!opt_.fuse_elementwise || !fusible(g, n)) continue;
       const Shape& domain = shape_of(g, n.outputs[0]);
       int join = -1;
+      std::vector<std::string> blocked;  // why it could not join a producer's kernel
       for (ValueId in : n.inputs) {
         auto it = group_of_value.find(in);
-        if (it == group_of_value.end() || (consumers[in] != 1 && !readers_in_request(in, n))) continue;
+        if (it == group_of_value.end()) continue;
+        const Node& producer = g.nodes[groups_[it->second].nodes.back()];
+        if (consumers[in] != 1 && !readers_in_request(in, n)) {
+          blocked.push_back(op_label(producer) + " has " + std::to_string(consumers[in]) +
+                            " readers, so its value is stored and " + op_label(n) + " starts a new kernel");
+          continue;
+        }
         Group& grp = groups_[it->second];
-        if (grp.output != in || grp.domain.size() != domain.size()) continue;
+        if (grp.output != in) continue;
+        if (grp.domain.size() != domain.size()) {
+          blocked.push_back(op_label(n) + " iterates over a different shape than " + op_label(producer));
+          continue;
+        }
         bool same = true;
         for (size_t k = 0; k < domain.size(); ++k)
           same = same && sym::prove_equal(*grp.domain[k], *domain[k], model_.ranges);
@@ -497,7 +518,13 @@ class Lowerer {
           join = it->second;
           break;
         }
+        blocked.push_back(same ? op_label(n) + " would make " + op_label(producer) + "'s kernel longer than " +
+                                     std::to_string(grp.loop ? 9 : 12) + " ops (16 registers)"
+                               : op_label(n) + " iterates over a different shape than " + op_label(producer));
       }
+      if (join < 0)
+        for (std::string& why : blocked) out_.not_fused.push_back({n.name, n.op_type, std::move(why)});
+      blocked.clear();
       if (join < 0) {
         groups_.push_back(Group{});
         join = static_cast<int>(groups_.size()) - 1;
@@ -511,8 +538,38 @@ class Lowerer {
       group_of_value[n.outputs[0]] = join;
       group_of_node[i] = join;
     }
+    for (size_t i = 0; i < g.nodes.size(); ++i)
+      if (group_of_node[i] < 0)
+        if (std::string why = why_not_tile(g, g.nodes[i]); !why.empty())
+          out_.not_fused.push_back({g.nodes[i].name, g.nodes[i].op_type, std::move(why)});
     check_fuse_requests(g, group_of_node);
     return group_of_node;
+  }
+
+  // Why node `n` (not fused) is an op call rather than part of a tile kernel, in words for
+  // the compile report; "" for nodes that are not candidates (control flow).
+  std::string why_not_tile(const Graph& g, const Node& n) const {
+    if (op_flags(n.op) & kControlFlow) return "";
+    if (opt_.keep_unfused.count(n.name)) return "a keep pattern names it";
+    if (!opt_.fuse_elementwise) return "fusion is off (--no-fusion)";
+    const bool has_form = tile_unary(n) || tile_binary(n.op_type) || n.op_type == "Clip" || n.op == OpKind::Cast ||
+                          n.op == OpKind::Expand || n.op == OpKind::ConstantOfShape || n.op == OpKind::Where ||
+                          n.op == OpKind::Reshape || n.op == OpKind::Flatten || n.op == OpKind::Squeeze ||
+                          n.op == OpKind::Unsqueeze;
+    if (!has_form) return n.op_type + " has no tile form yet";
+    for (ValueId o : n.outputs)
+      if (o != kNoValue && mentions_data_dependent(shape_of(g, o))) return "its output's shape depends on data";
+    for (ValueId v : n.outputs)
+      if (v != kNoValue && !float32_exact(g.value(v).dtype))
+        return "output '" + g.value(v).name + "' is " + dtype_name(g.value(v).dtype) +
+               "; tile registers are float32 (exact for f32, f16, bf16, i8, u8, bool)";
+    if (n.op == OpKind::Cast) return "this cast is not exact through float32 registers";
+    const Shape& domain = shape_of(g, n.outputs[0]);
+    for (ValueId in : tile_reads(n))
+      if (!broadcastable(shape_of(g, in), domain))
+        return "input '" + g.value(in).name + "' " + shape_text(shape_of(g, in)) +
+               " is not provably the output's shape " + shape_text(domain) + " or a broadcast of it";
+    return "an input is not float32";
   }
 
   // Every fuse request whose nodes are in `g` must be one group; otherwise say why not.
@@ -778,6 +835,12 @@ class Lowerer {
     make_graph_tensors(g);
     const std::vector<int> group_of_node = group_nodes(g);
     const std::vector<bool> needed = needed_nodes(g, group_of_node);
+    std::set<std::string> not_emitted;
+    for (size_t i = 0; i < g.nodes.size(); ++i)
+      if (!needed[i]) not_emitted.insert(g.nodes[i].name);
+    out_.not_fused.erase(std::remove_if(out_.not_fused.begin(), out_.not_fused.end(),
+                                        [&](const LoweredModel::NotFused& f) { return not_emitted.count(f.node) != 0; }),
+                         out_.not_fused.end());
     for (size_t i = 0; i < g.nodes.size(); ++i) {
       const Node& n = g.nodes[i];
       const int gi = group_of_node[i];

@@ -55,6 +55,12 @@ struct LoweredModel {
   // Nodes not emitted because nothing the lowered code reads needs them (shape operands the
   // tile forms of Reshape/Expand/ConstantOfShape take from expressions instead).
   int skipped_nodes = 0;
+  // Every node left as an op call, and every kernel boundary between fusible nodes, with why
+  // (for the compile report): {node name, op type, reason}.
+  struct NotFused {
+    std::string node, op, why;
+  };
+  std::vector<NotFused> not_fused;
 };
 
 // Throws Diagnostic(kUnsupported) listing every op without a CPU kernel; for a model input or

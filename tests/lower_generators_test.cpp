@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <map>
 
 #include "codegen/lower.h"
 #include "compile_in_process.h"
@@ -120,6 +121,27 @@ TEST(LowerGenerators, ExpandConstantOfShapeAndWhereAreTileKernels) {
     ASSERT_EQ(z.size(), x.size());
     for (size_t i = 0; i < x.size(); ++i) EXPECT_EQ(z[i], x[i] > 0 ? x[i] : b[i % 8] + 0.25f) << i;
   }
+}
+
+// The compile report's "not_fused": why a node is an op call, and why a kernel stopped growing.
+TEST(LowerGenerators, NotFusedSaysWhy) {
+  onnx::ModelProto m = test::make_model(13);
+  auto* g = m.mutable_graph();
+  test::add_input(g, "x", Tp::FLOAT, {"batch", 8});
+  test::add_output(g, "y", Tp::FLOAT, {"batch", 8});
+  test::add_output(g, "z", Tp::FLOAT, {"batch", 8});
+  test::add_output(g, "s", Tp::FLOAT, {"batch", 8});
+  test::add_node(g, "Relu", {"x"}, {"a"}, "relu");
+  test::add_node(g, "Neg", {"a"}, {"y"}, "neg");
+  test::add_node(g, "Abs", {"a"}, {"z"}, "abs");
+  test::set_attr_int(test::add_node(g, "Softmax", {"x"}, {"s"}, "softmax"), "axis", -1);
+  Compiled c = compile(m);
+  std::map<std::string, std::vector<std::string>> why;
+  for (const auto& f : c.lowered.not_fused) why[f.node].push_back(f.why);
+  EXPECT_EQ(why["softmax"], std::vector<std::string>{"Softmax has no tile form yet"});
+  EXPECT_EQ(why["neg"], std::vector<std::string>{"Relu 'relu' has 2 readers, so its value is stored and Neg 'neg' starts a new kernel"});
+  EXPECT_EQ(why["abs"], std::vector<std::string>{"Relu 'relu' has 2 readers, so its value is stored and Abs 'abs' starts a new kernel"});
+  EXPECT_EQ(why.count("relu"), 0u);
 }
 
 }  // namespace
