@@ -9,10 +9,10 @@ Writes testdata/models/llama_tiny.onnx (opset 14): input input_ids int64 [batch,
 output logits float32 [batch, seq, 512].
 
 The model is written by hand in plain torch, mirroring HuggingFace's LlamaForCausalLM
-(transformers 4.3x, the grouped-query version) line by line so the exported graph has the same
+(transformers 4.35, grouped-query attention) line by line so the exported graph has the same
 op patterns: RMSNorm as x * torch.rsqrt(mean(x^2) + eps) * weight, q/k/v projections viewed to
-heads and transposed, rotary embedding with cos/sin cached buffers sliced to the sequence
-length and gathered by position ids (rotate_half form: cat(-x2, x1)), repeat_kv (expand +
+heads and transposed, rotary embedding with cos/sin cached [max_pos, head_dim] buffers sliced
+to the sequence length and gathered by position ids (rotate_half form: cat(-x2, x1)), repeat_kv (expand +
 reshape) for the grouped key/value heads, scores / sqrt(head_dim), the additive causal mask of
 _make_causal_mask (torch.full(finfo.min) + masked_fill), softmax in float32, SwiGLU MLP
 (down(silu(gate(x)) * up(x))), untied LM head. No attention_mask input: the mask is causal only.
@@ -21,6 +21,11 @@ vocab 512, max positions 64, rope theta 10000, RMSNorm eps 1e-6.
 
 torch 1.13 has no ONNX Rsqrt: it exports torch.rsqrt(v) as Div(1, Sqrt(v)) (symbolic_opset9),
 and F.silu(x) as Mul(x, Sigmoid(x)).
+
+Why the 4.35 rotary form: transformers <= 4.34 cached cos/sin as [1, 1, max_pos, dim] and
+did cos.squeeze(1).squeeze(0) before the gather; torch 1.13 exports each squeeze of the
+dynamically sliced buffer as If(Equal(Shape(x)[d], 1), Squeeze, Identity), whose two branches
+have different ranks, and cuvil cannot compile that yet ("value ... has unknown rank").
 
 The weights are synthetic: deterministic, low-entropy values (small integers {-2..2} times a
 per-tensor power of two, i.i.d. per element; see synthetic_weights.py). Not a trained model.
@@ -73,15 +78,15 @@ class LlamaRotaryEmbedding(nn.Module):
         inv_freq = 1.0 / (base ** (torch.arange(0, dim, 2).float() / dim))
         self.register_buffer("inv_freq", inv_freq, persistent=False)
         t = torch.arange(max_position_embeddings, dtype=inv_freq.dtype)
-        freqs = torch.einsum("i,j->ij", t, inv_freq)
+        freqs = torch.outer(t, inv_freq)
         emb = torch.cat((freqs, freqs), dim=-1)
-        self.register_buffer("cos_cached", emb.cos()[None, None, :, :], persistent=False)
-        self.register_buffer("sin_cached", emb.sin()[None, None, :, :], persistent=False)
+        self.register_buffer("cos_cached", emb.cos(), persistent=False)  # [max_pos, dim]
+        self.register_buffer("sin_cached", emb.sin(), persistent=False)
 
     def forward(self, x, seq_len):
         return (
-            self.cos_cached[:, :, :seq_len, ...].to(dtype=x.dtype),
-            self.sin_cached[:, :, :seq_len, ...].to(dtype=x.dtype),
+            self.cos_cached[:seq_len].to(dtype=x.dtype),
+            self.sin_cached[:seq_len].to(dtype=x.dtype),
         )
 
 
@@ -91,11 +96,9 @@ def rotate_half(x):
     return torch.cat((-x2, x1), dim=-1)
 
 
-def apply_rotary_pos_emb(q, k, cos, sin, position_ids):
-    cos = cos.squeeze(1).squeeze(0)  # [seq_len, dim]
-    sin = sin.squeeze(1).squeeze(0)  # [seq_len, dim]
-    cos = cos[position_ids].unsqueeze(1)  # [bs, 1, seq_len, dim]
-    sin = sin[position_ids].unsqueeze(1)  # [bs, 1, seq_len, dim]
+def apply_rotary_pos_emb(q, k, cos, sin, position_ids, unsqueeze_dim=1):
+    cos = cos[position_ids].unsqueeze(unsqueeze_dim)  # [bs, 1, seq_len, dim]
+    sin = sin[position_ids].unsqueeze(unsqueeze_dim)
     q_embed = (q * cos) + (rotate_half(q) * sin)
     k_embed = (k * cos) + (rotate_half(k) * sin)
     return q_embed, k_embed
