@@ -80,5 +80,32 @@ TEST(OpHistogram, TorchScriptedLoop) {
   check_histogram("loop_append", h);
 }
 
+// The decoder and MobileNet exports (testdata/models/README.md). Their golden files record what
+// the passes leave today; only what must never remain is asserted here, since the fusion passes
+// change the rest.
+TEST(OpHistogram, Gpt2Tiny) {
+  const std::string h = histogram_after_passes("testdata/models/gpt2_tiny.onnx");
+  expect_no_leftovers(h);
+  check_histogram("gpt2_tiny", h);
+}
+
+TEST(OpHistogram, Gpt2TinyPast) {
+  const std::string h = histogram_after_passes("testdata/models/gpt2_tiny_past.onnx");
+  expect_no_leftovers(h);
+  check_histogram("gpt2_tiny_past", h);
+}
+
+TEST(OpHistogram, LlamaTiny) {
+  const std::string h = histogram_after_passes("testdata/models/llama_tiny.onnx");
+  expect_no_leftovers(h);
+  check_histogram("llama_tiny", h);
+}
+
+TEST(OpHistogram, MobilenetV2Tiny) {
+  const std::string h = histogram_after_passes("testdata/models/mobilenet_v2_tiny.onnx");
+  expect_no_leftovers(h);
+  check_histogram("mobilenet_v2_tiny", h);
+}
+
 }  // namespace
 }  // namespace cuvil
