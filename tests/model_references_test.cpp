@@ -133,7 +133,8 @@ std::string shape_text(const std::vector<int64_t>& s) {
 ::testing::AssertionResult close_to(const std::string& name, const Npy& got, const Npy& want) {
   if (!got.error.empty()) return ::testing::AssertionFailure() << got.error;
   if (!want.error.empty()) return ::testing::AssertionFailure() << want.error;
-  if (want.descr != "<f4") return ::testing::AssertionFailure() << name << ": reference is " << want.descr << ", not <f4";
+  if (want.descr != "<f4")
+    return ::testing::AssertionFailure() << name << ": reference is " << want.descr << ", not <f4";
   if (got.descr != want.descr || got.shape != want.shape)
     return ::testing::AssertionFailure() << name << ": got " << got.descr << " " << shape_text(got.shape)
                                          << ", want " << want.descr << " " << shape_text(want.shape);
@@ -256,7 +257,8 @@ TEST(ModelReferences, ComparisonCatchesADifference) {
   std::memcpy(&w0, &want.data[4 * 1000], 4);
   // Within tolerance passes; just past it fails and names the element.
   EXPECT_TRUE(close_to("logits", with_element(1000, w0 + 0.5f * static_cast<float>(kAtol)), want));
-  ::testing::AssertionResult r = close_to("logits", with_element(1000, w0 + 3 * static_cast<float>(kAtol + kRtol * std::fabs(w0))), want);
+  const float past_tolerance = w0 + 3 * static_cast<float>(kAtol + kRtol * std::fabs(w0));
+  ::testing::AssertionResult r = close_to("logits", with_element(1000, past_tolerance), want);
   EXPECT_FALSE(r);
   EXPECT_NE(std::string(r.message()).find("worst at [0, 1, 488] (flat 1000)"), std::string::npos) << r.message();
   EXPECT_NE(std::string(r.message()).find("1 of 7168 elements"), std::string::npos) << r.message();
