@@ -80,5 +80,39 @@ TEST(OpHistogram, TorchScriptedLoop) {
   check_histogram("loop_append", h);
 }
 
+// The decoder and MobileNet exports (testdata/models/README.md). Their golden files record what
+// the passes leave today; only what must never remain is asserted here, since the fusion passes
+// change the rest.
+TEST(OpHistogram, Gpt2Tiny) {
+  const std::string h = histogram_after_passes("testdata/models/gpt2_tiny.onnx");
+  expect_no_leftovers(h);
+  check_histogram("gpt2_tiny", h);
+}
+
+TEST(OpHistogram, Gpt2TinyPast) {
+  const std::string h = histogram_after_passes("testdata/models/gpt2_tiny_past.onnx");
+  expect_no_leftovers(h);
+  check_histogram("gpt2_tiny_past", h);
+}
+
+TEST(OpHistogram, LlamaTiny) {
+  const std::string h = histogram_after_passes("testdata/models/llama_tiny.onnx");
+  expect_no_leftovers(h);
+  check_histogram("llama_tiny", h);
+}
+
+TEST(OpHistogram, MobilenetV2Tiny) {
+  // The export keeps every BatchNormalization (one per Conv) for the compiler to fold.
+  Model imported =
+      frontend::import_onnx_file(std::string(CUVIL_SOURCE_DIR) + "/testdata/models/mobilenet_v2_tiny.onnx");
+  std::map<std::string, int> before;
+  count(*imported.graph, before);
+  EXPECT_EQ(before["BatchNormalization"], 52);
+  EXPECT_EQ(before["Conv"], 52);
+  const std::string h = histogram_after_passes("testdata/models/mobilenet_v2_tiny.onnx");
+  expect_no_leftovers(h);
+  check_histogram("mobilenet_v2_tiny", h);
+}
+
 }  // namespace
 }  // namespace cuvil
