@@ -144,15 +144,18 @@ SoftmaxInput peel_softmax_input(const GraphView& gv, ValueId v, SoftmaxInput s) 
   return s;
 }
 
-// `mask` broadcasts to `target` (the scores' dims) without widening it: rank <= target's and
-// every dim 1 or provably the target's.
-bool broadcasts_within(const GraphView& gv, ValueId mask, ValueId target) {
+// `mask` broadcasts to `target` (the scores, whose shape the masked result provably keeps):
+// rank <= target's, every dim 1, provably the target's, or not provably different (then the
+// unfused broadcast, which kept the target's dim, proves it 1 or equal at run time, which is
+// what the fused op checks).
+bool mask_fits(const GraphView& gv, ValueId mask, ValueId target) {
   const auto mr = gv.rank(mask), tr = gv.rank(target);
   if (!mr || !tr || *mr > *tr) return false;
   for (size_t i = 0; i < *mr; ++i) {
-    const Dim d = gv.dim(mask, i);
+    const Dim d = gv.dim(mask, i), t = gv.dim(target, *tr - *mr + i);
     if (d && d->constant() == 1) continue;
-    if (!gv.equal(d, gv.dim(target, *tr - *mr + i))) return false;
+    if (gv.equal(d, t)) continue;
+    if (!d || !t || sym::prove_not_equal(*d, *t, gv.ranges)) return false;
   }
   return true;
 }
@@ -188,6 +191,16 @@ const Node* kv_concat(const GraphView& gv, ValueId v) {
   for (ValueId in : c->inputs)
     if (gv.rank(in) != 4u || !gv.is_float32(in)) return nullptr;
   return c;
+}
+
+// The contents of a small integer tensor as expressions: its symbolic contents, or its constant
+// data.
+std::optional<std::vector<DimExpr>> int_contents(const GraphView& gv, ValueId v) {
+  if (v == kNoValue) return std::nullopt;
+  if (gv.val(v).sym_data) return gv.val(v).sym_data;
+  const std::optional<std::vector<int64_t>> c = int_constant(gv, v);
+  if (!c) return std::nullopt;
+  return std::vector<DimExpr>(c->begin(), c->end());
 }
 
 // The half-open window [start, end) a chain of step-1 Slices keeps of each of a buffer's last
@@ -229,8 +242,8 @@ bool proves_causal(const GraphView& gv, ValueId cond, const Dim& S, const Dim& T
   auto le = [&](const DimExpr& a, const DimExpr& b) { return a == b || sym::prove_less_equal(a, b, gv.ranges); };
   for (auto it = slices.rbegin(); it != slices.rend(); ++it) {  // innermost first
     const Node& s = **it;
-    const auto* starts = gv.val(s.input(1)).sym_data ? &*gv.val(s.input(1)).sym_data : nullptr;
-    const auto* ends = gv.val(s.input(2)).sym_data ? &*gv.val(s.input(2)).sym_data : nullptr;
+    const std::optional<std::vector<DimExpr>> starts = int_contents(gv, s.input(1));
+    const std::optional<std::vector<DimExpr>> ends = int_contents(gv, s.input(2));
     if (!starts || !ends || starts->size() != ends->size()) return false;
     std::vector<int64_t> axes;
     if (s.input(3) != kNoValue) {
@@ -345,9 +358,14 @@ std::optional<Rewrite> Fuser::attention(size_t si) {
     }
   };
   find_pv(probs);
-  if (!pv)
+  for (int depth = 0; !pv && depth < 4; ++depth) {  // through identity Casts (LLaMA has two)
+    ValueId next = kNoValue;
     for (size_t r : gv_.readers[static_cast<size_t>(probs)])
-      if (is_float_identity_cast(gv_, gv_.g.nodes[r]) && !pv) find_pv(gv_.g.nodes[r].outputs[0]);
+      if (is_float_identity_cast(gv_, gv_.g.nodes[r])) next = gv_.g.nodes[r].outputs[0];
+    if (next == kNoValue) break;
+    probs = next;
+    find_pv(probs);
+  }
   if (!pv) return std::nullopt;
 
   // Downward: masks and scale to the scores MatMul(Q, K^T).
@@ -382,6 +400,9 @@ std::optional<Rewrite> Fuser::attention(size_t si) {
       !gv_.equal(gv_.dim(scores, 1), H) || !gv_.equal(gv_.dim(scores, 2), S))
     return std::nullopt;
 
+  for (size_t i = 0; i < 4; ++i)  // masks do not widen the scores
+    if (!gv_.equal(gv_.dim(sm.input(0), i), gv_.dim(scores, i))) return std::nullopt;
+
   // Masks.
   ValueId mask = kNoValue;
   bool causal = false;
@@ -398,7 +419,7 @@ std::optional<Rewrite> Fuser::attention(size_t si) {
     if (!gv_.is_float32(in.float_mask)) return std::nullopt;
     mask = in.float_mask;
   }
-  if (mask != kNoValue && !broadcasts_within(gv_, mask, scores)) return std::nullopt;
+  if (mask != kNoValue && !mask_fits(gv_, mask, scores)) return std::nullopt;
 
   // K and V sources: grouped-query repeats, then the cache Concat, on both or on neither.
   ValueId k = k_src, v = v_read;
@@ -490,7 +511,7 @@ std::optional<Rewrite> Fuser::masked_softmax(size_t si) {
   if (!gv_.is_float32(in.x) || gv_.rank(in.x) != gv_.rank(y)) return std::nullopt;
   for (size_t i = 0; i < *gv_.rank(y); ++i)
     if (!gv_.equal(gv_.dim(in.x, i), gv_.dim(y, i))) return std::nullopt;
-  if (mask != kNoValue && (!broadcasts_within(gv_, mask, y) ||
+  if (mask != kNoValue && (!mask_fits(gv_, mask, y) ||
                            (mask == in.float_mask && !gv_.is_float32(mask))))
     return std::nullopt;
   Node ms = make_node(OpKind::MaskedSoftmax, sm.name + "/fused_softmax");

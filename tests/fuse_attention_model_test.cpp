@@ -5,6 +5,7 @@
 // `--skip-pass fuse-attention`, both packages run with the same inputs through cuvil-run, and
 // every output agrees within rtol 1e-4, atol 1e-5.
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <cmath>
 #include <cstring>
@@ -149,6 +150,60 @@ TEST(FuseAttentionModels, BertTinyFusedMatchesUnfused) {
     expect_fused_matches_unfused(kSource + "/testdata/models/" + model, bert_inputs(), {},
                                  {"last_hidden_state", "pooler_output"});
   }
+}
+
+// The torch exports of HF-style GPT-2 (causal Where on the tril buffer, additive padding mask,
+// KV cache) and LLaMA (rotary, GQA repeat_kv, additive causal mask), 2 layers each, from
+// testdata/scripts/export_{gpt2,llama}.py. Skipped where those files are not checked in yet.
+bool have_model(const std::string& name) {
+  return ::access((kSource + "/testdata/models/" + name).c_str(), R_OK) == 0;
+}
+
+std::vector<Input> token_inputs(int64_t B, int64_t S, int64_t total, bool with_mask) {
+  std::vector<int64_t> ids(B * S), mask(B * total, 1);
+  for (int64_t i = 0; i < B * S; ++i) ids[i] = (i * 53 + 5) % 512;
+  if (B > 1) mask[total] = 0;  // the second sequence's first position is padding
+  std::vector<Input> in{{"input_ids", "<i8", {B, S}, raw(ids)}};
+  if (with_mask) in.push_back({"attention_mask", "<i8", {B, total}, raw(mask)});
+  return in;
+}
+
+TEST(FuseAttentionModels, Gpt2ExportsFuseWithRangesAndMatch) {
+  for (const char* model : {"gpt2_tiny.onnx", "gpt2_tiny_past.onnx"}) {
+    SCOPED_TRACE(model);
+    if (!have_model(model)) GTEST_SKIP() << model << " is not in testdata/models";
+    const bool past = std::string(model) == "gpt2_tiny_past.onnx";
+    // The causal buffer is 64 long: T <= 64 must be provable for is_causal.
+    std::map<std::string, sym::Range> ranges{{"seq", {1, 16}}};
+    std::vector<std::string> dims{"--dim", "seq=1:16"};
+    if (past) {
+      ranges["past"] = {0, 16};
+      dims.insert(dims.end(), {"--dim", "past=0:16"});
+    }
+    std::map<std::string, int> h = ops_after_passes(kSource + "/testdata/models/" + model, ranges);
+    EXPECT_EQ(h["cuvil::Attention"], 2);
+    EXPECT_EQ(h["Softmax"], 0);
+    EXPECT_EQ(h["Where"], 0);
+    if (past) EXPECT_EQ(h["Concat"], 0);
+    const int64_t B = 2, S = 3, P = past ? 2 : 0;
+    std::vector<Input> in = token_inputs(B, S, P + S, true);
+    for (int layer = 0; past && layer < 2; ++layer)
+      for (const char* kind : {"past_key_", "past_value_"})
+        in.push_back({kind + std::to_string(layer), "<f4", {B, 4, P, 32}, random_f32(B * 4 * P * 32)});
+    std::vector<std::string> outs{"logits"};
+    for (int layer = 0; past && layer < 2; ++layer)
+      for (const char* kind : {"present_key_", "present_value_"}) outs.push_back(kind + std::to_string(layer));
+    expect_fused_matches_unfused(kSource + "/testdata/models/" + model, in, dims, outs);
+  }
+}
+
+TEST(FuseAttentionModels, LlamaExportFusesAndMatches) {
+  if (!have_model("llama_tiny.onnx")) GTEST_SKIP() << "llama_tiny.onnx is not in testdata/models";
+  std::map<std::string, int> h = ops_after_passes(kSource + "/testdata/models/llama_tiny.onnx", {});
+  EXPECT_EQ(h["cuvil::Attention"], 2);
+  EXPECT_EQ(h["Softmax"], 0);
+  expect_fused_matches_unfused(kSource + "/testdata/models/llama_tiny.onnx", token_inputs(2, 5, 5, false), {},
+                               {"logits"});
 }
 
 TEST(FuseAttentionModels, Gpt2CacheCausalBecomesCausalAttentionWithPresent) {
