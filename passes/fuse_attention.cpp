@@ -15,8 +15,8 @@
 namespace cuvil {
 namespace {
 
-// Masks whose fill is at or below this vanish from a softmax row exactly (exp underflows to 0
-// for any finite row maximum), so Where(cond, s, fill) is the bool mask `cond`.
+// Where fills at or below this vanish from a softmax row exactly (exp underflows to 0 for any
+// finite row maximum), like the -inf of a bool mask, wherever the row keeps an entry.
 constexpr double kMaskFillLimit = -1e30;
 
 struct GraphView {
@@ -105,6 +105,8 @@ struct SoftmaxInput {
   double scale = 1.0;
   ValueId float_mask = kNoValue;
   ValueId where_cond = kNoValue;
+  ValueId where_fill = kNoValue;  // the scalar Where writes where where_cond is false
+  bool where_outside_add = false;  // Where(cond, s + mask, fill) rather than Where(cond, s, fill) + mask
 };
 
 // Masks must sit above every scale (a mask under a scale would be scaled too).
@@ -135,6 +137,8 @@ SoftmaxInput peel_softmax_input(const GraphView& gv, ValueId v, SoftmaxInput s) 
       const std::optional<double> fill = scalar_constant(gv, n->inputs[2]);
       if (!fill || !(*fill <= kMaskFillLimit)) break;
       s.where_cond = n->inputs[0];
+      s.where_fill = n->inputs[2];
+      s.where_outside_add = s.float_mask == kNoValue;
       v = n->inputs[1];
       continue;
     }
@@ -316,6 +320,23 @@ class Fuser {
   std::optional<Rewrite> masked_softmax(size_t softmax_index);
 
  private:
+  // How the peeled masks become the fused op's one mask input, decided before anything is
+  // created. A Where with fill -inf is the bool mask cond; one with a finite fill F becomes the
+  // float mask Where(cond, 0, F): the fused op then adds scale * s to F, which rounds back to
+  // F (|scale * s| < ulp(F) / 2, about 1e22 for F = -1e30), so even a row the Where masks
+  // entirely stays what the unfused softmax makes of it (uniform), where -inf would give NaN.
+  // With a float mask m too: Where(cond, m, F) when the Where is outside the Add, else
+  // Add(Where(cond, 0, F), m), again exactly the values the unfused graph adds to the scores.
+  enum class MaskKind { None, Float, Bool, WhereZero, WhereMask, AddWhere };
+  struct MaskPlan {
+    MaskKind kind = MaskKind::None;
+    ValueId cond = kNoValue, fill = kNoValue, mask = kNoValue;
+  };
+  // nullopt when the masks do not fit `target` or (cond_is_causal) a finite-fill causal Where
+  // meets a float mask: a row the two mask entirely would differ, so no is_causal then.
+  std::optional<MaskPlan> plan_mask(const SoftmaxInput& in, ValueId target, bool cond_is_causal) const;
+  ValueId build_mask(const MaskPlan& plan, ValueId target, const std::string& base, Rewrite* rw);
+  Dim broadcast_dim(ValueId a, ValueId b, ValueId target, size_t i_from_end) const;
   bool softmax_on_last_axis(const Node& sm) const {
     const auto r = gv_.rank(sm.input(0));
     if (!r || *r == 0 || !gv_.is_float32(sm.input(0))) return false;
@@ -339,6 +360,84 @@ class Fuser {
   std::set<ValueId> captured_;
   std::set<ValueId> moved_;
 };
+
+std::optional<Fuser::MaskPlan> Fuser::plan_mask(const SoftmaxInput& in, ValueId target, bool cond_is_causal) const {
+  MaskPlan p;
+  p.cond = in.where_cond;
+  p.fill = in.where_fill;
+  p.mask = in.float_mask;
+  if (p.mask != kNoValue && (!gv_.is_float32(p.mask) || !mask_fits(gv_, p.mask, target))) return std::nullopt;
+  if (p.cond == kNoValue) {
+    p.kind = p.mask == kNoValue ? MaskKind::None : MaskKind::Float;
+    return p;
+  }
+  const std::optional<double> fill = scalar_constant(gv_, p.fill);
+  if (!fill || !gv_.is_float32(p.fill)) return std::nullopt;
+  const bool inf_fill = std::isinf(*fill);
+  if (cond_is_causal) {
+    // Causal rows are never empty (S <= T), so a lone causal Where is is_causal exactly; with
+    // a float mask only when the fill is -inf (-inf + m is -inf as is_causal's -inf).
+    if (p.mask == kNoValue) p.kind = MaskKind::None;
+    else if (inf_fill) p.kind = MaskKind::Float;
+    else return std::nullopt;
+    return p;
+  }
+  if (!mask_fits(gv_, p.cond, target)) return std::nullopt;
+  if (p.mask == kNoValue) p.kind = inf_fill ? MaskKind::Bool : MaskKind::WhereZero;
+  else p.kind = in.where_outside_add ? MaskKind::WhereMask : MaskKind::AddWhere;
+  return p;
+}
+
+// Dim i (counted from the last) of broadcast(a, b) inside `target`: a dim 1 yields to the other;
+// a dim provably the target's wins (the other is then 1 or equal at run time).
+Dim Fuser::broadcast_dim(ValueId a, ValueId b, ValueId target, size_t i_from_end) const {
+  auto dim_from_end = [&](ValueId v) -> Dim {
+    const size_t r = *gv_.rank(v);
+    return i_from_end < r ? gv_.dim(v, r - 1 - i_from_end) : Dim(DimExpr(1));
+  };
+  const Dim da = dim_from_end(a), db = dim_from_end(b), dt = dim_from_end(target);
+  if (da && da->constant() == 1) return db;
+  if (db && db->constant() == 1) return da;
+  if (gv_.equal(db, dt)) return db;
+  return da;
+}
+
+ValueId Fuser::build_mask(const MaskPlan& p, ValueId target, const std::string& base, Rewrite* rw) {
+  switch (p.kind) {
+    case MaskKind::None: return kNoValue;
+    case MaskKind::Float: return p.mask;
+    case MaskKind::Bool: return p.cond;
+    default: break;
+  }
+  Graph& g = gv_.g;
+  auto add_node = [&](OpKind op, const std::string& suffix, std::vector<ValueId> inputs, ValueId a, ValueId b) {
+    Value like;
+    like.dtype = DType::Float;
+    Shape shape;
+    const size_t rank = std::max(*gv_.rank(a), *gv_.rank(b));
+    for (size_t i = rank; i-- > 0;) shape.push_back(broadcast_dim(a, b, target, i));
+    like.shape = shape;
+    const ValueId out = fresh_value(base + suffix, like);
+    Node n = make_node(op, base + suffix, opset_);
+    n.inputs = std::move(inputs);
+    n.outputs = {out};
+    rw->nodes.push_back(std::move(n));
+    return out;
+  };
+  if (p.kind == MaskKind::WhereMask) return add_node(OpKind::Where, "/mask", {p.cond, p.mask, p.fill}, p.cond, p.mask);
+  Value zero_like;
+  zero_like.dtype = DType::Float;
+  zero_like.shape = Shape{};
+  const ValueId zero = fresh_value(base + "/zero", zero_like);
+  auto data = std::make_shared<TensorData>();
+  data->dtype = DType::Float;
+  data->bytes.assign(4, 0);
+  g.value(zero).data = data;
+  g.value(zero).is_initializer = true;
+  const ValueId w = add_node(OpKind::Where, "/mask_where", {p.cond, zero, p.fill}, p.cond, p.cond);
+  if (p.kind == MaskKind::WhereZero) return w;
+  return add_node(OpKind::Add, "/mask", {w, p.mask}, w, p.mask);
+}
 
 std::optional<Rewrite> Fuser::attention(size_t si) {
   const Node& sm = gv_.g.nodes[si];
@@ -404,22 +503,13 @@ std::optional<Rewrite> Fuser::attention(size_t si) {
     if (!gv_.equal(gv_.dim(sm.input(0), i), gv_.dim(scores, i))) return std::nullopt;
 
   // Masks.
-  ValueId mask = kNoValue;
-  bool causal = false;
-  if (in.where_cond != kNoValue) {
-    if (proves_causal(gv_, in.where_cond, S, T)) {
-      causal = true;
-    } else if (in.float_mask == kNoValue) {
-      mask = in.where_cond;
-    } else {
-      return std::nullopt;  // two masks and only one mask input
-    }
+  bool causal = in.where_cond != kNoValue && proves_causal(gv_, in.where_cond, S, T);
+  std::optional<MaskPlan> plan = plan_mask(in, scores, causal);
+  if (!plan && causal) {
+    causal = false;
+    plan = plan_mask(in, scores, false);
   }
-  if (in.float_mask != kNoValue) {
-    if (!gv_.is_float32(in.float_mask)) return std::nullopt;
-    mask = in.float_mask;
-  }
-  if (mask != kNoValue && !mask_fits(gv_, mask, scores)) return std::nullopt;
+  if (!plan) return std::nullopt;
 
   // K and V sources: grouped-query repeats, then the cache Concat, on both or on neither.
   ValueId k = k_src, v = v_read;
@@ -478,6 +568,7 @@ std::optional<Rewrite> Fuser::attention(size_t si) {
     k_in = concat_k->inputs[1];
     v_in = concat_v->inputs[1];
   }
+  const ValueId mask = build_mask(*plan, scores, sm.name + "/fused_attention", &rw);
   Node att = make_node(OpKind::Attention, sm.name + "/fused_attention");
   att.inputs = {q, k_in, v_in, mask};
   if (concat_k) {
@@ -503,25 +594,22 @@ std::optional<Rewrite> Fuser::masked_softmax(size_t si) {
   const Node& sm = gv_.g.nodes[si];
   if (!softmax_on_last_axis(sm)) return std::nullopt;
   const SoftmaxInput in = peel_softmax_input(gv_, sm.input(0), SoftmaxInput{});
-  if (in.where_cond != kNoValue && in.float_mask != kNoValue) return std::nullopt;
-  const ValueId mask = in.where_cond != kNoValue ? in.where_cond : in.float_mask;
-  if (mask == kNoValue && in.scale == 1.0) return std::nullopt;  // nothing to absorb
+  if (in.where_cond == kNoValue && in.float_mask == kNoValue && in.scale == 1.0) return std::nullopt;
   if (!(in.scale > 0) || !std::isfinite(in.scale)) return std::nullopt;
   const ValueId y = sm.input(0);
   if (!gv_.is_float32(in.x) || gv_.rank(in.x) != gv_.rank(y)) return std::nullopt;
   for (size_t i = 0; i < *gv_.rank(y); ++i)
     if (!gv_.equal(gv_.dim(in.x, i), gv_.dim(y, i))) return std::nullopt;
-  if (mask != kNoValue && (!mask_fits(gv_, mask, y) ||
-                           (mask == in.float_mask && !gv_.is_float32(mask))))
-    return std::nullopt;
+  const std::optional<MaskPlan> plan = plan_mask(in, y, false);
+  if (!plan || anchors.count(si)) return std::nullopt;
+  Rewrite rw;
+  rw.anchor = si;
+  const ValueId mask = build_mask(*plan, y, sm.name + "/fused_softmax", &rw);
   Node ms = make_node(OpKind::MaskedSoftmax, sm.name + "/fused_softmax");
   ms.inputs = {in.x};
   if (mask != kNoValue) ms.inputs.push_back(mask);
   ms.outputs = {sm.outputs[0]};
   if (in.scale != 1.0) ms.attrs["scale"] = float_attr(static_cast<float>(in.scale));
-  if (anchors.count(si)) return std::nullopt;
-  Rewrite rw;
-  rw.anchor = si;
   rw.nodes.push_back(std::move(ms));
   return rw;
 }

@@ -97,7 +97,8 @@ def llama():
 
 
 # Softmax alone: scale and float mask (MaskedSoftmax), a Where mask (MaskedSoftmax with a bool
-# mask), and two that must stay: a scale that is not a constant, and two masks at once.
+# mask), both masks at once (one combined float mask), and two that must stay: a scale that is
+# not a constant, and a softmax over another axis.
 def softmax_only():
     vi = lambda n, t, dims: h.make_tensor_value_info(n, t, dims)
     inputs = [vi("x", TP.FLOAT, [2, 3, 5]), vi("m", TP.FLOAT, [3, 5]), vi("keep", TP.BOOL, [1, 5]),
