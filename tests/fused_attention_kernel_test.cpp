@@ -361,7 +361,7 @@ TEST(FusedAttentionKernel, BadInputsAreErrorsNamingTheNode) {
   rt::TensorView kv = kk.view(), vv_view = vv.view();
   cuvil::testing::HeapOpContext ctx(node, {&half_q, &kv, &vv_view}, 1);
   const rt::Status st = rt::find_op_kernel("cuvil", "Attention")(ctx);
-  EXPECT_NE(st.message().find("Q is float16; only float32 is supported"), std::string::npos) << st.message();
+  EXPECT_NE(st.message().find("Q is f16; only f32 is supported"), std::string::npos) << st.message();
   EXPECT_NE(st.message().find("'fused'"), std::string::npos) << st.message();
 
   Tensor x = random_tensor({2, 3}), m = random_tensor({3, 3});
@@ -378,7 +378,7 @@ TEST(FusedAttentionKernel, BadInputsAreErrorsNamingTheNode) {
   rt::TensorView xv = x.view();
   cuvil::testing::HeapOpContext mctx(ms, {&xv, &int_mask}, 1);
   const rt::Status mst = rt::find_op_kernel("cuvil", "MaskedSoftmax")(mctx);
-  EXPECT_NE(mst.message().find("mask is int64, expected float32 or bool"), std::string::npos) << mst.message();
+  EXPECT_NE(mst.message().find("mask is i64, expected f32 or bool"), std::string::npos) << mst.message();
 }
 
 }  // namespace

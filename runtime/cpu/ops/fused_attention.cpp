@@ -34,7 +34,7 @@ Status read_mask(OpContext& ctx, size_t index, const std::vector<int64_t>& targe
   if (!mask) return Status::ok();
   if (mask->dtype != DType::Float && mask->dtype != DType::Bool)
     return ctx.error(StatusCode::kInvalidArgument, "mask is ", dtype_name(mask->dtype),
-                     ", expected float32 or bool");
+                     ", expected f32 or bool");
   bool ok = mask->dims.size() <= target.size();
   for (size_t i = 0; ok && i < mask->dims.size(); ++i) {
     const int64_t d = mask->dims[i];
@@ -56,7 +56,7 @@ Status require_f32(OpContext& ctx, size_t index, const char* role, const TensorV
   if (!*out) return ctx.error(StatusCode::kInvalidArgument, "input ", role, " is missing");
   if ((*out)->dtype != DType::Float)
     return ctx.error(StatusCode::kUnsupported, role, " is ", dtype_name((*out)->dtype),
-                     "; only float32 is supported");
+                     "; only f32 is supported");
   if ((*out)->numel() > 0 && !(*out)->data)
     return ctx.error(StatusCode::kInvalidArgument, role, " has no data");
   return Status::ok();
