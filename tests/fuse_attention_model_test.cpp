@@ -219,6 +219,20 @@ TEST(FuseAttentionModels, Gpt2CacheCausalBecomesCausalAttentionWithPresent) {
                                {"y", "present_key", "present_value"});
 }
 
+// A padded first position makes query 0's row fully masked (causal and padding): the unfused
+// graph gives it uniform weights, which only the float-mask rewrite reproduces.
+TEST(FuseAttentionModels, Gpt2PaddingMaskStaysExactOnFullyMaskedRows) {
+  const std::map<std::string, int> h = ops_after_passes(kCases + "gpt2_padding_mask.onnx", {{"seq", {1, 8}}});
+  EXPECT_EQ(h.count("Softmax"), 0u);
+  EXPECT_EQ(h.at("cuvil::Attention"), 1);
+  std::vector<float> padding(2 * 4, 0.0f);
+  padding[4] = -3.4028235e38f;  // batch 1, key 0
+  std::vector<Input> in;
+  for (const char* n : {"q", "k", "v"}) in.push_back({n, "<f4", {2, 2, 4, 4}, random_f32(64, 2.0f)});
+  in.push_back({"padding", "<f4", {2, 1, 1, 4}, raw(padding)});
+  expect_fused_matches_unfused(kCases + "gpt2_padding_mask.onnx", in, {"--dim", "seq=1:8"}, {"y"});
+}
+
 TEST(FuseAttentionModels, LlamaGroupedQueryWithMask) {
   const std::map<std::string, int> h = ops_after_passes(kCases + "llama_gqa_mask.onnx", {{"seq", {1, 8}}});
   EXPECT_EQ(h.count("Softmax"), 0u);

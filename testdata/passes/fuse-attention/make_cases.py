@@ -65,6 +65,37 @@ def gpt2():
     save("gpt2_cache_causal", nodes, inputs, outputs, inits)
 
 
+# GPT-2 without a cache but with the padding mask: Where(tril slice, s, finfo.min) + (1 - mask) *
+# finfo.min. A row both mask entirely (a padded first position) is uniform in the unfused
+# graph, so is_causal (-inf) would not be exact: the masks become one float mask instead.
+# --dim seq=1:8
+def gpt2_padding():
+    H, D, N = 2, 4, 8
+    vi = lambda n, dims: h.make_tensor_value_info(n, TP.FLOAT, dims)
+    inputs = [vi("q", ["batch", H, "seq", D]), vi("k", ["batch", H, "seq", D]), vi("v", ["batch", H, "seq", D]),
+              vi("padding", ["batch", 1, 1, "seq"])]
+    inits = [const("bias", np.tril(np.ones((N, N), dtype=bool)).reshape(1, 1, N, N)),
+             const("two", np.array(2.0, np.float32)), const("fill", np.array(F32_MIN, np.float32)),
+             const("axis2", np.array([2], np.int64)), const("axis3", np.array([3], np.int64)),
+             const("zero", np.array([0], np.int64)), const("i2", np.array(2, np.int64)),
+             const("ax0", np.array([0], np.int64))]
+    nodes = [
+        h.make_node("Transpose", ["k"], ["kt"], perm=[0, 1, 3, 2]),
+        h.make_node("MatMul", ["q", "kt"], ["qk"]),
+        h.make_node("Div", ["qk", "two"], ["scores"]),
+        h.make_node("Shape", ["q"], ["q_shape"]),
+        h.make_node("Gather", ["q_shape", "i2"], ["S"], axis=0),
+        h.make_node("Unsqueeze", ["S", "ax0"], ["end"]),
+        h.make_node("Slice", ["bias", "zero", "end", "axis2"], ["rows"]),
+        h.make_node("Slice", ["rows", "zero", "end", "axis3"], ["causal_mask"]),
+        h.make_node("Where", ["causal_mask", "scores", "fill"], ["masked"]),
+        h.make_node("Add", ["masked", "padding"], ["padded"]),
+        h.make_node("Softmax", ["padded"], ["probs"], axis=-1),
+        h.make_node("MatMul", ["probs", "v"], ["y"]),
+    ]
+    save("gpt2_padding_mask", nodes, inputs, [vi("y", None)], inits)
+
+
 # LLaMA (HF LlamaAttention, GQA): repeat_kv on K and V (Unsqueeze, Expand, Reshape), scale
 # split as D^-1/4 on Q and on K, an additive mask, softmax in float32 between Casts.
 def llama():
@@ -122,5 +153,6 @@ def softmax_only():
 
 
 gpt2()
+gpt2_padding()
 llama()
 softmax_only()
