@@ -107,6 +107,7 @@ struct SoftmaxInput {
   ValueId where_cond = kNoValue;
   ValueId where_fill = kNoValue;  // the scalar Where writes where where_cond is false
   bool where_outside_add = false;  // Where(cond, s + mask, fill) rather than Where(cond, s, fill) + mask
+  bool where_inverted = false;     // Where(cond, fill, s): masked_fill(cond, fill), cond marks the masked
 };
 
 // Masks must sit above every scale (a mask under a scale would be scaled too).
@@ -134,12 +135,17 @@ SoftmaxInput peel_softmax_input(const GraphView& gv, ValueId v, SoftmaxInput s) 
     }
     if (n->op == OpKind::Where && s.where_cond == kNoValue && n->inputs.size() == 3 &&
         gv.val(n->inputs[0]).dtype == DType::Bool) {
-      const std::optional<double> fill = scalar_constant(gv, n->inputs[2]);
-      if (!fill || !(*fill <= kMaskFillLimit)) break;
+      auto is_fill = [&](ValueId f) {
+        const std::optional<double> c = scalar_constant(gv, f);
+        return c && *c <= kMaskFillLimit;
+      };
+      const bool inverted = !is_fill(n->inputs[2]);
+      if (inverted && !is_fill(n->inputs[1])) break;
       s.where_cond = n->inputs[0];
-      s.where_fill = n->inputs[2];
+      s.where_fill = n->inputs[inverted ? 1 : 2];
+      s.where_inverted = inverted;
       s.where_outside_add = s.float_mask == kNoValue;
-      v = n->inputs[1];
+      v = n->inputs[inverted ? 2 : 1];
       continue;
     }
     break;
@@ -331,6 +337,7 @@ class Fuser {
   struct MaskPlan {
     MaskKind kind = MaskKind::None;
     ValueId cond = kNoValue, fill = kNoValue, mask = kNoValue;
+    bool inverted = false;  // cond marks the masked entries (Where(cond, fill, s))
   };
   // nullopt when the masks do not fit `target` or (cond_is_causal) a finite-fill causal Where
   // meets a float mask: a row the two mask entirely would differ, so no is_causal then.
@@ -366,6 +373,7 @@ std::optional<Fuser::MaskPlan> Fuser::plan_mask(const SoftmaxInput& in, ValueId 
   p.cond = in.where_cond;
   p.fill = in.where_fill;
   p.mask = in.float_mask;
+  p.inverted = in.where_inverted;
   if (p.mask != kNoValue && (!gv_.is_float32(p.mask) || !mask_fits(gv_, p.mask, target))) return std::nullopt;
   if (p.cond == kNoValue) {
     p.kind = p.mask == kNoValue ? MaskKind::None : MaskKind::Float;
@@ -406,13 +414,14 @@ ValueId Fuser::build_mask(const MaskPlan& p, ValueId target, const std::string& 
   switch (p.kind) {
     case MaskKind::None: return kNoValue;
     case MaskKind::Float: return p.mask;
-    case MaskKind::Bool: return p.cond;
+    case MaskKind::Bool: if (!p.inverted) return p.cond; break;
     default: break;
   }
   Graph& g = gv_.g;
-  auto add_node = [&](OpKind op, const std::string& suffix, std::vector<ValueId> inputs, ValueId a, ValueId b) {
+  auto add_node = [&](OpKind op, const std::string& suffix, std::vector<ValueId> inputs, ValueId a, ValueId b,
+                      DType dtype = DType::Float) {
     Value like;
-    like.dtype = DType::Float;
+    like.dtype = dtype;
     Shape shape;
     const size_t rank = std::max(*gv_.rank(a), *gv_.rank(b));
     for (size_t i = rank; i-- > 0;) shape.push_back(broadcast_dim(a, b, target, i));
@@ -424,7 +433,13 @@ ValueId Fuser::build_mask(const MaskPlan& p, ValueId target, const std::string& 
     rw->nodes.push_back(std::move(n));
     return out;
   };
-  if (p.kind == MaskKind::WhereMask) return add_node(OpKind::Where, "/mask", {p.cond, p.mask, p.fill}, p.cond, p.mask);
+  if (p.kind == MaskKind::Bool)  // masked_fill(cond, -inf): keep where cond is false
+    return add_node(OpKind::Not, "/mask", {p.cond}, p.cond, p.cond, DType::Bool);
+  if (p.kind == MaskKind::WhereMask) {
+    std::vector<ValueId> in = p.inverted ? std::vector<ValueId>{p.cond, p.fill, p.mask}
+                                         : std::vector<ValueId>{p.cond, p.mask, p.fill};
+    return add_node(OpKind::Where, "/mask", in, p.cond, p.mask);
+  }
   Value zero_like;
   zero_like.dtype = DType::Float;
   zero_like.shape = Shape{};
@@ -434,7 +449,10 @@ ValueId Fuser::build_mask(const MaskPlan& p, ValueId target, const std::string& 
   data->bytes.assign(4, 0);
   g.value(zero).data = data;
   g.value(zero).is_initializer = true;
-  const ValueId w = add_node(OpKind::Where, "/mask_where", {p.cond, zero, p.fill}, p.cond, p.cond);
+  const ValueId w = add_node(OpKind::Where, "/mask_where",
+                             p.inverted ? std::vector<ValueId>{p.cond, p.fill, zero}
+                                        : std::vector<ValueId>{p.cond, zero, p.fill},
+                             p.cond, p.cond);
   if (p.kind == MaskKind::WhereZero) return w;
   return add_node(OpKind::Add, "/mask", {w, p.mask}, w, p.mask);
 }
@@ -503,7 +521,7 @@ std::optional<Rewrite> Fuser::attention(size_t si) {
     if (!gv_.equal(gv_.dim(sm.input(0), i), gv_.dim(scores, i))) return std::nullopt;
 
   // Masks.
-  bool causal = in.where_cond != kNoValue && proves_causal(gv_, in.where_cond, S, T);
+  bool causal = in.where_cond != kNoValue && !in.where_inverted && proves_causal(gv_, in.where_cond, S, T);
   std::optional<MaskPlan> plan = plan_mask(in, scores, causal);
   if (!plan && causal) {
     causal = false;

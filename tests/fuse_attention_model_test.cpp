@@ -252,7 +252,8 @@ TEST(FuseAttentionModels, LlamaGroupedQueryWithMask) {
 
 TEST(FuseAttentionModels, SoftmaxAloneBecomesMaskedSoftmax) {
   const std::map<std::string, int> h = ops_after_passes(kCases + "softmax_only.onnx", {});
-  EXPECT_EQ(h.at("cuvil::MaskedSoftmax"), 3);  // float mask + scale; bool mask; both
+  EXPECT_EQ(h.at("cuvil::MaskedSoftmax"), 5);  // float mask + scale; bool mask; both; 2 masked_fill
+  EXPECT_EQ(h.at("Not"), 1);                   // masked_fill(cond, -inf) keeps Not(cond)
   EXPECT_EQ(h.at("Softmax"), 2);  // a scale that is not a constant; not the last axis
   std::vector<uint8_t> keep{1, 0, 1, 1, 0};
   std::vector<float> s{0.75f};
@@ -261,7 +262,8 @@ TEST(FuseAttentionModels, SoftmaxAloneBecomesMaskedSoftmax) {
                                 {"m", "<f4", {3, 5}, random_f32(15)},
                                 {"keep", "|b1", {1, 5}, raw(keep)},
                                 {"s", "<f4", {}, raw(s)}},
-                               {}, {"y_float_mask", "y_bool_mask", "y_dynamic_scale", "y_two_masks", "y_not_last_axis"});
+                               {}, {"y_float_mask", "y_bool_mask", "y_dynamic_scale", "y_two_masks", "y_not_last_axis",
+                                "y_masked_fill", "y_masked_fill_inf"});
 }
 
 }  // namespace

@@ -128,13 +128,15 @@ def llama():
 
 
 # Softmax alone: scale and float mask (MaskedSoftmax), a Where mask (MaskedSoftmax with a bool
-# mask), both masks at once (one combined float mask), and two that must stay: a scale that is
-# not a constant, and a softmax over another axis.
+# mask), both masks at once (one combined float mask), masked_fill(cond, fill) spelled
+# Where(cond, fill, x) (finfo.min: a float mask; -inf: the bool mask Not(cond)), and two that
+# must stay: a scale that is not a constant, and a softmax over another axis.
 def softmax_only():
     vi = lambda n, t, dims: h.make_tensor_value_info(n, t, dims)
     inputs = [vi("x", TP.FLOAT, [2, 3, 5]), vi("m", TP.FLOAT, [3, 5]), vi("keep", TP.BOOL, [1, 5]),
               vi("s", TP.FLOAT, [])]
-    inits = [const("half", np.array(0.5, np.float32)), const("fill", np.array(-np.inf, np.float32))]
+    inits = [const("half", np.array(0.5, np.float32)), const("fill", np.array(-np.inf, np.float32)),
+             const("fill_min", np.array(F32_MIN, np.float32))]
     nodes = [
         h.make_node("Mul", ["x", "half"], ["xs"]),
         h.make_node("Add", ["m", "xs"], ["xm"]),
@@ -146,9 +148,14 @@ def softmax_only():
         h.make_node("Where", ["keep", "xm", "fill"], ["x_two"]),
         h.make_node("Softmax", ["x_two"], ["y_two_masks"], axis=-1),
         h.make_node("Softmax", ["xm"], ["y_not_last_axis"], axis=1),
+        h.make_node("Where", ["keep", "fill_min", "x"], ["x_filled"]),
+        h.make_node("Softmax", ["x_filled"], ["y_masked_fill"], axis=-1),
+        h.make_node("Where", ["keep", "fill", "xs"], ["xs_filled"]),
+        h.make_node("Softmax", ["xs_filled"], ["y_masked_fill_inf"], axis=-1),
     ]
     outputs = [h.make_tensor_value_info(n, TP.FLOAT, None) for n in
-               ("y_float_mask", "y_bool_mask", "y_dynamic_scale", "y_two_masks", "y_not_last_axis")]
+               ("y_float_mask", "y_bool_mask", "y_dynamic_scale", "y_two_masks", "y_not_last_axis",
+                "y_masked_fill", "y_masked_fill_inf")]
     save("softmax_only", nodes, inputs, outputs, inits)
 
 
