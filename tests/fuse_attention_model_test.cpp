@@ -183,7 +183,9 @@ TEST(FuseAttentionModels, Gpt2ExportsFuseWithRangesAndMatch) {
     std::map<std::string, int> h = ops_after_passes(kSource + "/testdata/models/" + model, ranges);
     EXPECT_EQ(h["cuvil::Attention"], 2);
     EXPECT_EQ(h["Softmax"], 0);
-    if (past) EXPECT_EQ(h["Concat"], 0);
+    if (past) {
+      EXPECT_EQ(h["Concat"], 0);
+    }
     const int64_t B = 2, S = 3, P = past ? 2 : 0;
     std::vector<Input> in = token_inputs(B, S, P + S, true);
     for (int layer = 0; past && layer < 2; ++layer)
