@@ -252,6 +252,18 @@ TEST(FuseAttentionModels, LlamaGroupedQueryWithMask) {
                                {}, {"y"});
 }
 
+TEST(FuseAttentionModels, UnprovableAttentionIsLeftAlone) {
+  const std::map<std::string, int> h = ops_after_passes(kCases + "attention_left_alone.onnx", {});
+  EXPECT_EQ(h.count("cuvil::Attention"), 0u);
+  EXPECT_EQ(h.at("cuvil::MaskedSoftmax"), 1);  // the late scale still folds into the softmax
+  EXPECT_EQ(h.at("Softmax"), 1);
+  std::vector<Input> in;
+  for (const char* n : {"q", "k", "v"}) in.push_back({n, "<f4", {1, 2, 3, 4}, random_f32(24, 2.0f)});
+  in.push_back({"m", "<f4", {1, 1, 1, 3}, random_f32(3, 2.0f)});
+  in.push_back({"q1", "<f4", {1, 1, 3, 4}, random_f32(12, 2.0f)});
+  expect_fused_matches_unfused(kCases + "attention_left_alone.onnx", in, {}, {"y_scale_after_mask", "y_broadcast_heads"});
+}
+
 TEST(FuseAttentionModels, SoftmaxAloneBecomesMaskedSoftmax) {
   const std::map<std::string, int> h = ops_after_passes(kCases + "softmax_only.onnx", {});
   EXPECT_EQ(h.at("cuvil::MaskedSoftmax"), 5);  // float mask + scale; bool mask; both; 2 masked_fill

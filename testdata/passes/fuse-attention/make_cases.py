@@ -159,6 +159,29 @@ def softmax_only():
     save("softmax_only", nodes, inputs, outputs, inits)
 
 
+# Attention that must not become cuvil::Attention: the scale applied after the mask (it would
+# scale the mask too; the softmax alone still becomes MaskedSoftmax), and a query with one head
+# broadcast by MatMul against 2 key heads (not Attention's grouping).
+def attention_left_alone():
+    vi = lambda n, dims: h.make_tensor_value_info(n, TP.FLOAT, dims)
+    inputs = [vi("q", [1, 2, 3, 4]), vi("k", [1, 2, 3, 4]), vi("v", [1, 2, 3, 4]), vi("m", [1, 1, 1, 3]),
+              vi("q1", [1, 1, 3, 4])]
+    inits = [const("two", np.array(2.0, np.float32))]
+    nodes = [
+        h.make_node("Transpose", ["k"], ["kt"], perm=[0, 1, 3, 2]),
+        h.make_node("MatMul", ["q", "kt"], ["s"]),
+        h.make_node("Add", ["s", "m"], ["sm"]),
+        h.make_node("Div", ["sm", "two"], ["scaled_late"]),
+        h.make_node("Softmax", ["scaled_late"], ["p"], axis=-1),
+        h.make_node("MatMul", ["p", "v"], ["y_scale_after_mask"]),
+        h.make_node("MatMul", ["q1", "kt"], ["s1"]),
+        h.make_node("Softmax", ["s1"], ["p1"], axis=-1),
+        h.make_node("MatMul", ["p1", "v"], ["y_broadcast_heads"]),
+    ]
+    save("attention_left_alone", nodes, inputs, [vi("y_scale_after_mask", None), vi("y_broadcast_heads", None)], inits)
+
+
+attention_left_alone()
 gpt2()
 gpt2_padding()
 llama()
