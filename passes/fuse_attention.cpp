@@ -646,6 +646,11 @@ void apply(Graph& g, std::vector<Rewrite>& rewrites) {
         for (ValueId& x : n.inputs)
           if (x == orig) x = renamed;
       }
+      for (Rewrite& earlier : rewrites)  // fused nodes placed before this one read it too
+        if (earlier.anchor < r.anchor)
+          for (Node& n : earlier.nodes)
+            for (ValueId& x : n.inputs)
+              if (x == orig) x = renamed;
     }
   std::vector<Node> out;
   out.reserve(g.nodes.size() + rewrites.size());
