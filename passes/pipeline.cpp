@@ -7,6 +7,7 @@
 #include "passes/cse.h"
 #include "passes/dce.h"
 #include "passes/fold_constants.h"
+#include "passes/fuse_attention.h"
 #include "passes/infer_shapes.h"
 #include "passes/loop_sequences.h"
 #include "passes/remove_identities.h"
@@ -40,6 +41,10 @@ std::string run_canonicalize(Model& m, const PassContext& c) {
   for (const auto& [name, count] : canonicalize(m, c.user_patterns))
     note += (note.empty() ? "" : ", ") + name + " " + std::to_string(count);
   return note;
+}
+std::string run_fuse_attention(Model& m, const PassContext&) {
+  const AttentionFusionStats s = fuse_attention(m);
+  return std::to_string(s.attention) + " Attention, " + std::to_string(s.masked_softmax) + " MaskedSoftmax";
 }
 std::string run_cse(Model& m, const PassContext&) {
   return std::to_string(eliminate_common_subexpressions(m)) + " merged";

@@ -1,0 +1,702 @@
+// Pass: attention fusion (passes/fuse_attention.h). Matching starts at each Softmax and walks
+// down its input through masks and scales to the scores MatMul, then up through Q and K to
+// their sources, and forward from the Softmax to the MatMul with V. Every fact the rewrite
+// relies on (ranks, equal dims, broadcasting, the constant scale, a causal buffer) is proven
+// from the inferred shapes and constant contents before anything changes.
+#include "passes/fuse_attention.h"
+
+#include <cmath>
+#include <map>
+#include <optional>
+#include <set>
+
+#include "passes/graph_edit.h"
+
+namespace cuvil {
+namespace {
+
+// Where fills at or below this vanish from a softmax row exactly (exp underflows to 0 for any
+// finite row maximum), like the -inf of a bool mask, wherever the row keeps an entry.
+constexpr double kMaskFillLimit = -1e30;
+
+struct GraphView {
+  Graph& g;
+  const sym::SymbolRanges& ranges;
+  std::vector<std::vector<size_t>> readers;  // per value: the nodes reading it
+
+  GraphView(Graph& graph, const sym::SymbolRanges& r) : g(graph), ranges(r) {
+    readers.resize(g.values.size());
+    for (size_t i = 0; i < g.nodes.size(); ++i)
+      for (ValueId v : g.nodes[i].inputs)
+        if (v != kNoValue) readers[static_cast<size_t>(v)].push_back(i);
+  }
+  const Value& val(ValueId v) const { return g.value(v); }
+  const Node* producer(ValueId v) const {
+    if (v == kNoValue) return nullptr;
+    const int32_t p = g.value(v).producer;
+    return p < 0 ? nullptr : &g.nodes[static_cast<size_t>(p)];
+  }
+  const Node* produced_by(ValueId v, OpKind op) const {
+    const Node* n = producer(v);
+    return n && n->op == op ? n : nullptr;
+  }
+  std::optional<size_t> rank(ValueId v) const {
+    if (v == kNoValue || !g.value(v).shape) return std::nullopt;
+    return g.value(v).shape->size();
+  }
+  Dim dim(ValueId v, size_t i) const {
+    const auto& s = g.value(v).shape;
+    return s && i < s->size() ? (*s)[i] : Dim();
+  }
+  bool equal(const Dim& a, const Dim& b) const {
+    return a && b && (*a == *b || sym::prove_equal(*a, *b, ranges));
+  }
+  bool is_float32(ValueId v) const { return v != kNoValue && g.value(v).dtype == DType::Float; }
+};
+
+std::optional<double> scalar_constant(const GraphView& gv, ValueId v) {
+  if (v == kNoValue) return std::nullopt;
+  const Value& x = gv.val(v);
+  if (!x.data || x.data->numel() != 1 || !dtype_is_float(x.data->dtype)) return std::nullopt;
+  return x.data->float_at(0);
+}
+
+std::optional<std::vector<int64_t>> int_constant(const GraphView& gv, ValueId v) {
+  if (v == kNoValue) return std::nullopt;
+  const Value& x = gv.val(v);
+  if (!x.data || !dtype_is_integer(x.data->dtype)) return std::nullopt;
+  std::vector<int64_t> out;
+  for (int64_t i = 0; i < x.data->numel(); ++i) out.push_back(x.data->int_at(i));
+  return out;
+}
+
+// Cast to float of a float32 value: an identity on the tensors this pass fuses.
+bool is_float_identity_cast(const GraphView& gv, const Node& n) {
+  return n.op == OpKind::Cast && n.attr_int("to", 0) == 1 && gv.is_float32(n.input(0));
+}
+
+// Peels constant scalar Mul/Div (and identity Casts) off `v`, multiplying them into *scale.
+ValueId peel_scale(const GraphView& gv, ValueId v, double* scale) {
+  for (;;) {
+    const Node* n = gv.producer(v);
+    if (!n) return v;
+    if (is_float_identity_cast(gv, *n)) {
+      v = n->input(0);
+      continue;
+    }
+    if (n->op != OpKind::Mul && n->op != OpKind::Div) return v;
+    const std::optional<double> c1 = scalar_constant(gv, n->input(1));
+    const std::optional<double> c0 = n->op == OpKind::Mul ? scalar_constant(gv, n->input(0)) : std::nullopt;
+    if (c1 && std::isfinite(*c1) && *c1 != 0) {
+      *scale *= n->op == OpKind::Mul ? *c1 : 1.0 / *c1;
+      v = n->input(0);
+    } else if (c0 && std::isfinite(*c0)) {
+      *scale *= *c0;
+      v = n->input(1);
+    } else {
+      return v;
+    }
+  }
+}
+
+// What a softmax input is, read downwards: scale * x, plus a float mask, with a Where mask.
+struct SoftmaxInput {
+  ValueId x = kNoValue;
+  double scale = 1.0;
+  ValueId float_mask = kNoValue;
+  ValueId where_cond = kNoValue;
+  ValueId where_fill = kNoValue;  // the scalar Where writes where where_cond is false
+  bool where_outside_add = false;  // Where(cond, s + mask, fill) rather than Where(cond, s, fill) + mask
+  bool where_inverted = false;     // Where(cond, fill, s): masked_fill(cond, fill), cond marks the masked
+};
+
+// Masks must sit above every scale (a mask under a scale would be scaled too).
+SoftmaxInput peel_softmax_input(const GraphView& gv, ValueId v, SoftmaxInput s) {
+  for (;;) {
+    const Node* n = gv.producer(v);
+    if (!n) break;
+    if (is_float_identity_cast(gv, *n)) {
+      v = n->input(0);
+      continue;
+    }
+    if (n->op == OpKind::Add && s.float_mask == kNoValue && n->inputs.size() == 2) {
+      // Either operand may be the scores; the one that reaches a MatMul wins, else the one
+      // with the Add's own shape (the mask is then the one that broadcasts).
+      std::optional<SoftmaxInput> fallback;
+      for (size_t side : {size_t{0}, size_t{1}}) {
+        SoftmaxInput t = s;
+        t.float_mask = n->inputs[1 - side];
+        t = peel_softmax_input(gv, n->inputs[side], t);
+        if (gv.produced_by(t.x, OpKind::MatMul)) return t;
+        if (!fallback && gv.rank(n->inputs[side]) == gv.rank(n->outputs[0])) fallback = t;
+      }
+      if (fallback) return *fallback;
+      break;
+    }
+    if (n->op == OpKind::Where && s.where_cond == kNoValue && n->inputs.size() == 3 &&
+        gv.val(n->inputs[0]).dtype == DType::Bool) {
+      auto is_fill = [&](ValueId f) {
+        const std::optional<double> c = scalar_constant(gv, f);
+        return c && *c <= kMaskFillLimit;
+      };
+      const bool inverted = !is_fill(n->inputs[2]);
+      if (inverted && !is_fill(n->inputs[1])) break;
+      s.where_cond = n->inputs[0];
+      s.where_fill = n->inputs[inverted ? 1 : 2];
+      s.where_inverted = inverted;
+      s.where_outside_add = s.float_mask == kNoValue;
+      v = n->inputs[inverted ? 2 : 1];
+      continue;
+    }
+    break;
+  }
+  s.x = peel_scale(gv, v, &s.scale);
+  return s;
+}
+
+// `mask` broadcasts to `target` (the scores, whose shape the masked result provably keeps):
+// rank <= target's, every dim 1, provably the target's, or not provably different (then the
+// unfused broadcast, which kept the target's dim, proves it 1 or equal at run time, which is
+// what the fused op checks).
+bool mask_fits(const GraphView& gv, ValueId mask, ValueId target) {
+  const auto mr = gv.rank(mask), tr = gv.rank(target);
+  if (!mr || !tr || *mr > *tr) return false;
+  for (size_t i = 0; i < *mr; ++i) {
+    const Dim d = gv.dim(mask, i), t = gv.dim(target, *tr - *mr + i);
+    if (d && d->constant() == 1) continue;
+    if (gv.equal(d, t)) continue;
+    if (!d || !t || sym::prove_not_equal(*d, *t, gv.ranges)) return false;
+  }
+  return true;
+}
+
+// y = Reshape(Expand(Unsqueeze(x, axes = [2]), [B, H, n, T, D]), [B, H*n, T, D]): head h of y is
+// head h / n of x. Returns x, or `y` itself when that is not proven.
+ValueId peel_repeat_kv(const GraphView& gv, ValueId y) {
+  const Node* r = gv.produced_by(y, OpKind::Reshape);
+  const Node* e = r ? gv.produced_by(r->input(0), OpKind::Expand) : nullptr;
+  const Node* u = e ? gv.produced_by(e->input(0), OpKind::Unsqueeze) : nullptr;
+  if (!u) return y;
+  const ValueId x = u->input(0);
+  const std::optional<std::vector<int64_t>> axes =
+      u->opset >= 13 ? int_constant(gv, u->input(1)) : u->attr_ints("axes");
+  if (!axes || axes->size() != 1 || ((*axes)[0] != 2 && (*axes)[0] != -3)) return y;
+  const ValueId ex = e->outputs[0];
+  if (gv.rank(x) != 4u || gv.rank(ex) != 5u || gv.rank(y) != 4u) return y;
+  const bool expand_ok = gv.equal(gv.dim(ex, 0), gv.dim(x, 0)) && gv.equal(gv.dim(ex, 1), gv.dim(x, 1)) &&
+                         gv.equal(gv.dim(ex, 3), gv.dim(x, 2)) && gv.equal(gv.dim(ex, 4), gv.dim(x, 3));
+  const Dim h = gv.dim(x, 1), n = gv.dim(ex, 2);
+  const bool reshape_ok = h && n && gv.equal(gv.dim(y, 0), gv.dim(x, 0)) &&
+                          gv.equal(gv.dim(y, 1), Dim(*h * *n)) && gv.equal(gv.dim(y, 2), gv.dim(x, 2)) &&
+                          gv.equal(gv.dim(y, 3), gv.dim(x, 3));
+  return expand_ok && reshape_ok ? x : y;
+}
+
+// Concat(past, new) along axis 2 of two rank-4 tensors; nullptr otherwise.
+const Node* kv_concat(const GraphView& gv, ValueId v) {
+  const Node* c = gv.produced_by(v, OpKind::Concat);
+  if (!c || c->inputs.size() != 2 || gv.rank(v) != 4u) return nullptr;
+  const int64_t axis = c->attr_int("axis", 0);
+  if (axis != 2 && axis != -2) return nullptr;
+  for (ValueId in : c->inputs)
+    if (gv.rank(in) != 4u || !gv.is_float32(in)) return nullptr;
+  return c;
+}
+
+// The contents of a small integer tensor as expressions: its symbolic contents, or its constant
+// data.
+std::optional<std::vector<DimExpr>> int_contents(const GraphView& gv, ValueId v) {
+  if (v == kNoValue) return std::nullopt;
+  if (gv.val(v).sym_data) return gv.val(v).sym_data;
+  const std::optional<std::vector<int64_t>> c = int_constant(gv, v);
+  if (!c) return std::nullopt;
+  return std::vector<DimExpr>(c->begin(), c->end());
+}
+
+// The half-open window [start, end) a chain of step-1 Slices keeps of each of a buffer's last
+// two axes, read from the Slices' symbolic bounds; nullopt when some bound is unknown.
+struct Window {
+  DimExpr start, end;
+};
+
+// cond = Slice...(Cast?(buffer)) with a constant lower-triangular buffer [.., N, N] (nonzero
+// exactly where j <= i), keeping rows [T - S, T) and columns [0, T), T <= N: then cond[i][j]
+// is j <= i + T - S, Attention's is_causal. S and T are the scores' dims 2 and 3.
+bool proves_causal(const GraphView& gv, ValueId cond, const Dim& S, const Dim& T) {
+  if (!S || !T) return false;
+  std::vector<const Node*> slices;
+  ValueId v = cond;
+  for (;;) {
+    const Node* n = gv.producer(v);
+    if (n && n->op == OpKind::Slice && n->opset >= 10) {
+      slices.push_back(n);
+      v = n->input(0);
+    } else if (n && n->op == OpKind::Cast && n->attr_int("to", 0) == 9) {
+      v = n->input(0);
+    } else {
+      break;
+    }
+  }
+  const Value& buf = gv.val(v);
+  if (!buf.data || buf.data->dtype == DType::String) return false;
+  const std::vector<int64_t>& bd = buf.data->dims;
+  const size_t rank = bd.size();
+  if (rank < 2 || bd[rank - 1] != bd[rank - 2]) return false;
+  for (size_t i = 0; i + 2 < rank; ++i)
+    if (bd[i] != 1) return false;
+  const int64_t N = bd[rank - 1];
+  for (int64_t i = 0; i < N; ++i)
+    for (int64_t j = 0; j < N; ++j)
+      if ((buf.data->float_at(i * N + j) != 0) != (j <= i)) return false;
+  Window win[2] = {{0, N}, {0, N}};  // rows, columns
+  auto le = [&](const DimExpr& a, const DimExpr& b) { return a == b || sym::prove_less_equal(a, b, gv.ranges); };
+  for (auto it = slices.rbegin(); it != slices.rend(); ++it) {  // innermost first
+    const Node& s = **it;
+    const std::optional<std::vector<DimExpr>> starts = int_contents(gv, s.input(1));
+    const std::optional<std::vector<DimExpr>> ends = int_contents(gv, s.input(2));
+    if (!starts || !ends || starts->size() != ends->size()) return false;
+    std::vector<int64_t> axes;
+    if (s.input(3) != kNoValue) {
+      auto a = int_constant(gv, s.input(3));
+      if (!a) return false;
+      axes = *a;
+    } else {
+      for (size_t i = 0; i < starts->size(); ++i) axes.push_back(static_cast<int64_t>(i));
+    }
+    if (axes.size() != starts->size()) return false;
+    if (s.input(4) != kNoValue) {
+      auto st = int_constant(gv, s.input(4));
+      if (!st) return false;
+      for (int64_t x : *st)
+        if (x != 1) return false;
+    }
+    for (size_t k = 0; k < axes.size(); ++k) {
+      int64_t a = axes[k] < 0 ? axes[k] + static_cast<int64_t>(rank) : axes[k];
+      const DimExpr& st = (*starts)[k];
+      const DimExpr& en = (*ends)[k];
+      if (a < 0 || a >= static_cast<int64_t>(rank)) return false;
+      if (a + 2 < static_cast<int64_t>(rank)) {  // a leading size-1 axis must be kept whole
+        if (st.constant() != 0 || !le(DimExpr(1), en)) return false;
+        continue;
+      }
+      Window& w = win[a - static_cast<int64_t>(rank) + 2];
+      const DimExpr len = w.end - w.start;
+      if (!le(DimExpr(0), st) || !le(st, en)) return false;
+      const DimExpr end = le(len, en) ? len : en;  // Slice clamps an end past the length
+      if (!le(st, end) || !le(end, len)) return false;
+      w = {w.start + st, w.start + end};
+    }
+  }
+  const DimExpr t = *T, s = *S;
+  return le(t, DimExpr(N)) && le(s, t) && gv.equal(win[0].start, Dim(t - s)) && gv.equal(win[0].end, T) &&
+         gv.equal(win[1].start, Dim(DimExpr(0))) && gv.equal(win[1].end, T);
+}
+
+Attribute int_attr(int64_t v) {
+  Attribute a;
+  a.kind = Attribute::Kind::Int;
+  a.i = v;
+  return a;
+}
+Attribute float_attr(float v) {
+  Attribute a;
+  a.kind = Attribute::Kind::Float;
+  a.f = v;
+  return a;
+}
+
+// One rewrite, decided before the graph changes: the nodes to insert in place of `anchor`.
+struct Rewrite {
+  size_t anchor = 0;
+  std::vector<Node> nodes;
+  // Values whose producer moves to the fused node: the Concat writes `renamed` instead, and
+  // readers placed before the anchor read that.
+  std::vector<std::pair<ValueId, ValueId>> moved;  // (original, renamed)
+};
+
+class Fuser {
+ public:
+  // `captured`: values a subgraph captures (their producer must not move).
+  Fuser(Graph& g, const sym::SymbolRanges& ranges, int onnx_opset, std::set<ValueId> captured)
+      : gv_(g, ranges), opset_(onnx_opset), captured_(std::move(captured)) {}
+  // Rewrites already decided claim their anchor and the values whose producer they move.
+  std::set<size_t> anchors;
+
+  std::optional<Rewrite> attention(size_t softmax_index);
+  std::optional<Rewrite> masked_softmax(size_t softmax_index);
+
+ private:
+  // How the peeled masks become the fused op's one mask input, decided before anything is
+  // created. A Where with fill -inf is the bool mask cond; one with a finite fill F becomes the
+  // float mask Where(cond, 0, F): the fused op then adds scale * s to F, which rounds back to
+  // F (|scale * s| < ulp(F) / 2, about 1e22 for F = -1e30), so even a row the Where masks
+  // entirely stays what the unfused softmax makes of it (uniform), where -inf would give NaN.
+  // With a float mask m too: Where(cond, m, F) when the Where is outside the Add, else
+  // Add(Where(cond, 0, F), m), again exactly the values the unfused graph adds to the scores.
+  enum class MaskKind { None, Float, Bool, WhereZero, WhereMask, AddWhere };
+  struct MaskPlan {
+    MaskKind kind = MaskKind::None;
+    ValueId cond = kNoValue, fill = kNoValue, mask = kNoValue;
+    bool inverted = false;  // cond marks the masked entries (Where(cond, fill, s))
+  };
+  // nullopt when the masks do not fit `target` or (cond_is_causal) a finite-fill causal Where
+  // meets a float mask: a row the two mask entirely would differ, so no is_causal then.
+  std::optional<MaskPlan> plan_mask(const SoftmaxInput& in, ValueId target, bool cond_is_causal) const;
+  ValueId build_mask(const MaskPlan& plan, ValueId target, const std::string& base, Rewrite* rw);
+  Dim broadcast_dim(ValueId a, ValueId b, ValueId target, size_t i_from_end) const;
+  bool softmax_on_last_axis(const Node& sm) const {
+    const auto r = gv_.rank(sm.input(0));
+    if (!r || *r == 0 || !gv_.is_float32(sm.input(0))) return false;
+    int64_t axis = sm.attr_int("axis", sm.opset < 13 ? 1 : -1);
+    if (axis < 0) axis += static_cast<int64_t>(*r);
+    return axis == static_cast<int64_t>(*r) - 1;
+  }
+  ValueId fresh_value(const std::string& name, const Value& like) {
+    Graph& g = gv_.g;
+    std::string n = name;
+    for (int i = 1; g.find(n) != kNoValue; ++i) n = name + "_" + std::to_string(i);
+    const ValueId id = g.add_value(n);
+    g.value(id).dtype = like.dtype;
+    g.value(id).shape = like.shape;
+    gv_.readers.emplace_back();
+    return id;
+  }
+
+  GraphView gv_;
+  int opset_;
+  std::set<ValueId> captured_;
+  std::set<ValueId> moved_;
+};
+
+std::optional<Fuser::MaskPlan> Fuser::plan_mask(const SoftmaxInput& in, ValueId target, bool cond_is_causal) const {
+  MaskPlan p;
+  p.cond = in.where_cond;
+  p.fill = in.where_fill;
+  p.mask = in.float_mask;
+  p.inverted = in.where_inverted;
+  if (p.mask != kNoValue && (!gv_.is_float32(p.mask) || !mask_fits(gv_, p.mask, target))) return std::nullopt;
+  if (p.cond == kNoValue) {
+    p.kind = p.mask == kNoValue ? MaskKind::None : MaskKind::Float;
+    return p;
+  }
+  const std::optional<double> fill = scalar_constant(gv_, p.fill);
+  if (!fill || !gv_.is_float32(p.fill)) return std::nullopt;
+  const bool inf_fill = std::isinf(*fill);
+  if (cond_is_causal) {
+    // Causal rows are never empty (S <= T), so a lone causal Where is is_causal exactly; with
+    // a float mask only when the fill is -inf (-inf + m is -inf as is_causal's -inf).
+    if (p.mask == kNoValue) p.kind = MaskKind::None;
+    else if (inf_fill) p.kind = MaskKind::Float;
+    else return std::nullopt;
+    return p;
+  }
+  if (!mask_fits(gv_, p.cond, target)) return std::nullopt;
+  if (p.mask == kNoValue) p.kind = inf_fill ? MaskKind::Bool : MaskKind::WhereZero;
+  else p.kind = in.where_outside_add ? MaskKind::WhereMask : MaskKind::AddWhere;
+  return p;
+}
+
+// Dim i (counted from the last) of broadcast(a, b) inside `target`: a dim 1 yields to the other;
+// a dim provably the target's wins (the other is then 1 or equal at run time).
+Dim Fuser::broadcast_dim(ValueId a, ValueId b, ValueId target, size_t i_from_end) const {
+  auto dim_from_end = [&](ValueId v) -> Dim {
+    const size_t r = *gv_.rank(v);
+    return i_from_end < r ? gv_.dim(v, r - 1 - i_from_end) : Dim(DimExpr(1));
+  };
+  const Dim da = dim_from_end(a), db = dim_from_end(b), dt = dim_from_end(target);
+  if (da && da->constant() == 1) return db;
+  if (db && db->constant() == 1) return da;
+  if (gv_.equal(db, dt)) return db;
+  return da;
+}
+
+ValueId Fuser::build_mask(const MaskPlan& p, ValueId target, const std::string& base, Rewrite* rw) {
+  switch (p.kind) {
+    case MaskKind::None: return kNoValue;
+    case MaskKind::Float: return p.mask;
+    case MaskKind::Bool: if (!p.inverted) return p.cond; break;
+    default: break;
+  }
+  Graph& g = gv_.g;
+  auto add_node = [&](OpKind op, const std::string& suffix, std::vector<ValueId> inputs, ValueId a, ValueId b,
+                      DType dtype = DType::Float) {
+    Value like;
+    like.dtype = dtype;
+    Shape shape;
+    const size_t rank = std::max(*gv_.rank(a), *gv_.rank(b));
+    for (size_t i = rank; i-- > 0;) shape.push_back(broadcast_dim(a, b, target, i));
+    like.shape = shape;
+    const ValueId out = fresh_value(base + suffix, like);
+    Node n = make_node(op, base + suffix, opset_);
+    n.inputs = std::move(inputs);
+    n.outputs = {out};
+    rw->nodes.push_back(std::move(n));
+    return out;
+  };
+  if (p.kind == MaskKind::Bool)  // masked_fill(cond, -inf): keep where cond is false
+    return add_node(OpKind::Not, "/mask", {p.cond}, p.cond, p.cond, DType::Bool);
+  if (p.kind == MaskKind::WhereMask) {
+    std::vector<ValueId> in = p.inverted ? std::vector<ValueId>{p.cond, p.fill, p.mask}
+                                         : std::vector<ValueId>{p.cond, p.mask, p.fill};
+    return add_node(OpKind::Where, "/mask", in, p.cond, p.mask);
+  }
+  Value zero_like;
+  zero_like.dtype = DType::Float;
+  zero_like.shape = Shape{};
+  const ValueId zero = fresh_value(base + "/zero", zero_like);
+  auto data = std::make_shared<TensorData>();
+  data->dtype = DType::Float;
+  data->bytes.assign(4, 0);
+  g.value(zero).data = data;
+  g.value(zero).is_initializer = true;
+  const ValueId w = add_node(OpKind::Where, "/mask_where",
+                             p.inverted ? std::vector<ValueId>{p.cond, p.fill, zero}
+                                        : std::vector<ValueId>{p.cond, zero, p.fill},
+                             p.cond, p.cond);
+  if (p.kind == MaskKind::WhereZero) return w;
+  return add_node(OpKind::Add, "/mask", {w, p.mask}, w, p.mask);
+}
+
+std::optional<Rewrite> Fuser::attention(size_t si) {
+  const Node& sm = gv_.g.nodes[si];
+  if (!softmax_on_last_axis(sm) || gv_.rank(sm.input(0)) != 4u) return std::nullopt;
+  // Forward: the MatMul(probs, V) reading the softmax (maybe through an identity Cast).
+  ValueId probs = sm.outputs[0];
+  const Node* pv = nullptr;
+  size_t pv_index = 0;
+  auto find_pv = [&](ValueId p) {
+    for (size_t r : gv_.readers[static_cast<size_t>(p)]) {
+      const Node& n = gv_.g.nodes[r];
+      if (n.op == OpKind::MatMul && n.input(0) == p && n.input(1) != p) {
+        pv = &n;
+        pv_index = r;
+        return;
+      }
+    }
+  };
+  find_pv(probs);
+  for (int depth = 0; !pv && depth < 4; ++depth) {  // through identity Casts (LLaMA has two)
+    ValueId next = kNoValue;
+    for (size_t r : gv_.readers[static_cast<size_t>(probs)])
+      if (is_float_identity_cast(gv_, gv_.g.nodes[r])) next = gv_.g.nodes[r].outputs[0];
+    if (next == kNoValue) break;
+    probs = next;
+    find_pv(probs);
+  }
+  if (!pv) return std::nullopt;
+
+  // Downward: masks and scale to the scores MatMul(Q, K^T).
+  const SoftmaxInput in = peel_softmax_input(gv_, sm.input(0), SoftmaxInput{});
+  const Node* qk = gv_.produced_by(in.x, OpKind::MatMul);
+  if (!qk) return std::nullopt;
+  const ValueId scores = in.x;
+  double scale = in.scale;
+  const ValueId q = peel_scale(gv_, qk->input(0), &scale);
+  const ValueId kt = peel_scale(gv_, qk->input(1), &scale);
+  const Node* tr = gv_.produced_by(kt, OpKind::Transpose);
+  if (!tr) return std::nullopt;
+  const std::optional<std::vector<int64_t>> perm = tr->attr_ints("perm");
+  if (!perm) return std::nullopt;
+  const ValueId k_src = peel_scale(gv_, tr->input(0), &scale);
+  const bool bert_layout = *perm == std::vector<int64_t>{0, 2, 3, 1};
+  if (!bert_layout && *perm != std::vector<int64_t>{0, 1, 3, 2}) return std::nullopt;
+  if (!(scale > 0) || !std::isfinite(scale)) return std::nullopt;
+
+  // Shapes: Q [B, H, S, D], scores [B, H, S, T], K as the scores read it [B, H, T, D] (or
+  // [B, T, H, D] before the BERT transpose), V as the output reads it [B, H, T, Dv]; no MatMul
+  // broadcasting anywhere.
+  const ValueId v_read = pv->input(1);
+  for (ValueId t : {q, k_src, v_read, scores, pv->outputs[0]})
+    if (gv_.rank(t) != 4u || !gv_.is_float32(t)) return std::nullopt;
+  const size_t k_head_axis = bert_layout ? 2 : 1, k_len_axis = bert_layout ? 1 : 2;
+  const Dim B = gv_.dim(q, 0), H = gv_.dim(q, 1), S = gv_.dim(q, 2), D = gv_.dim(q, 3), T = gv_.dim(scores, 3);
+  if (!gv_.equal(gv_.dim(k_src, 0), B) || !gv_.equal(gv_.dim(k_src, k_head_axis), H) ||
+      !gv_.equal(gv_.dim(k_src, k_len_axis), T) || !gv_.equal(gv_.dim(k_src, 3), D) ||
+      !gv_.equal(gv_.dim(v_read, 0), B) || !gv_.equal(gv_.dim(v_read, 1), H) ||
+      !gv_.equal(gv_.dim(v_read, 2), T) || !gv_.equal(gv_.dim(scores, 0), B) ||
+      !gv_.equal(gv_.dim(scores, 1), H) || !gv_.equal(gv_.dim(scores, 2), S))
+    return std::nullopt;
+
+  for (size_t i = 0; i < 4; ++i)  // masks do not widen the scores
+    if (!gv_.equal(gv_.dim(sm.input(0), i), gv_.dim(scores, i))) return std::nullopt;
+
+  // Masks.
+  bool causal = in.where_cond != kNoValue && !in.where_inverted && proves_causal(gv_, in.where_cond, S, T);
+  std::optional<MaskPlan> plan = plan_mask(in, scores, causal);
+  if (!plan && causal) {
+    causal = false;
+    plan = plan_mask(in, scores, false);
+  }
+  if (!plan) return std::nullopt;
+
+  // K and V sources: grouped-query repeats, then the cache Concat, on both or on neither.
+  ValueId k = k_src, v = v_read;
+  ValueId past_k = kNoValue, past_v = kNoValue;
+  const Node* concat_k = nullptr;
+  const Node* concat_v = nullptr;
+  if (!bert_layout) {
+    const ValueId k_rep = peel_repeat_kv(gv_, k), v_rep = peel_repeat_kv(gv_, v);
+    if ((k_rep != k) == (v_rep != v) && gv_.equal(gv_.dim(k_rep, 1), gv_.dim(v_rep, 1))) {
+      k = k_rep;
+      v = v_rep;
+    }
+    concat_k = kv_concat(gv_, k);
+    concat_v = kv_concat(gv_, v);
+    if (concat_k && concat_v && gv_.equal(gv_.dim(concat_k->inputs[0], 1), gv_.dim(concat_v->inputs[0], 1))) {
+      past_k = concat_k->inputs[0];
+      past_v = concat_v->inputs[0];
+    } else {
+      concat_k = concat_v = nullptr;
+    }
+  }
+
+  // The Concat outputs read after the anchor become Attention's present outputs.
+  Graph& g = gv_.g;
+  std::vector<ValueId> presents;
+  if (concat_k) {
+    for (const Node* c : {concat_k, concat_v}) {
+      const ValueId present = c->outputs[0];
+      bool read_later = false;  // by the graph or by a node after the anchor
+      for (ValueId o : g.outputs) read_later |= o == present;
+      for (size_t r : gv_.readers[static_cast<size_t>(present)]) read_later |= r > pv_index;
+      presents.push_back(read_later ? present : kNoValue);
+      if (read_later && (captured_.count(present) || moved_.count(present))) return std::nullopt;
+    }
+  }
+  if (anchors.count(pv_index)) return std::nullopt;
+
+  Rewrite rw;
+  rw.anchor = pv_index;
+  ValueId k_in = k, v_in = v;
+  if (bert_layout) {  // [B, T, H, D] -> [B, H, T, D]
+    Node t = make_node(OpKind::Transpose, tr->name + "/fused_attention_k", opset_);
+    Attribute p;
+    p.kind = Attribute::Kind::Ints;
+    p.ints = {0, 2, 1, 3};
+    t.attrs["perm"] = p;
+    Value like = gv_.val(k_src);
+    if (like.shape) like.shape = Shape{(*like.shape)[0], (*like.shape)[2], (*like.shape)[1], (*like.shape)[3]};
+    const ValueId out = fresh_value(g.value(k_src).name + "/fused_attention_k", like);
+    t.inputs = {k_src};
+    t.outputs = {out};
+    rw.nodes.push_back(std::move(t));
+    k_in = out;
+  }
+  if (concat_k) {
+    k_in = concat_k->inputs[1];
+    v_in = concat_v->inputs[1];
+  }
+  const ValueId mask = build_mask(*plan, scores, sm.name + "/fused_attention", &rw);
+  Node att = make_node(OpKind::Attention, sm.name + "/fused_attention");
+  att.inputs = {q, k_in, v_in, mask};
+  if (concat_k) {
+    att.inputs.push_back(past_k);
+    att.inputs.push_back(past_v);
+  }
+  while (!att.inputs.empty() && att.inputs.back() == kNoValue) att.inputs.pop_back();
+  att.outputs = {pv->outputs[0]};
+  for (ValueId present : presents) {
+    att.outputs.push_back(present);
+    if (present == kNoValue) continue;
+    rw.moved.push_back({present, fresh_value(g.value(present).name + "/unfused", g.value(present))});
+    moved_.insert(present);
+  }
+  while (att.outputs.back() == kNoValue) att.outputs.pop_back();
+  att.attrs["scale"] = float_attr(static_cast<float>(scale));
+  if (causal) att.attrs["is_causal"] = int_attr(1);
+  rw.nodes.push_back(std::move(att));
+  return rw;
+}
+
+std::optional<Rewrite> Fuser::masked_softmax(size_t si) {
+  const Node& sm = gv_.g.nodes[si];
+  if (!softmax_on_last_axis(sm)) return std::nullopt;
+  const SoftmaxInput in = peel_softmax_input(gv_, sm.input(0), SoftmaxInput{});
+  if (in.where_cond == kNoValue && in.float_mask == kNoValue && in.scale == 1.0) return std::nullopt;
+  if (!(in.scale > 0) || !std::isfinite(in.scale)) return std::nullopt;
+  const ValueId y = sm.input(0);
+  if (!gv_.is_float32(in.x) || gv_.rank(in.x) != gv_.rank(y)) return std::nullopt;
+  for (size_t i = 0; i < *gv_.rank(y); ++i)
+    if (!gv_.equal(gv_.dim(in.x, i), gv_.dim(y, i))) return std::nullopt;
+  const std::optional<MaskPlan> plan = plan_mask(in, y, false);
+  if (!plan || anchors.count(si)) return std::nullopt;
+  Rewrite rw;
+  rw.anchor = si;
+  const ValueId mask = build_mask(*plan, y, sm.name + "/fused_softmax", &rw);
+  Node ms = make_node(OpKind::MaskedSoftmax, sm.name + "/fused_softmax");
+  ms.inputs = {in.x};
+  if (mask != kNoValue) ms.inputs.push_back(mask);
+  ms.outputs = {sm.outputs[0]};
+  if (in.scale != 1.0) ms.attrs["scale"] = float_attr(static_cast<float>(in.scale));
+  rw.nodes.push_back(std::move(ms));
+  return rw;
+}
+
+// Applies the rewrites (anchors distinct) in one pass over the node list.
+void apply(Graph& g, std::vector<Rewrite>& rewrites) {
+  std::map<size_t, Rewrite*> at;
+  for (Rewrite& r : rewrites) at[r.anchor] = &r;
+  // Moved producers: the Concat writes the renamed value; earlier readers follow it.
+  for (Rewrite& r : rewrites)
+    for (auto [orig, renamed] : r.moved) {
+      for (size_t i = 0; i < r.anchor; ++i) {
+        Node& n = g.nodes[i];
+        for (ValueId& o : n.outputs)
+          if (o == orig) o = renamed;
+        for (ValueId& x : n.inputs)
+          if (x == orig) x = renamed;
+      }
+      for (Rewrite& earlier : rewrites)  // fused nodes placed before this one read it too
+        if (earlier.anchor < r.anchor)
+          for (Node& n : earlier.nodes)
+            for (ValueId& x : n.inputs)
+              if (x == orig) x = renamed;
+    }
+  std::vector<Node> out;
+  out.reserve(g.nodes.size() + rewrites.size());
+  for (size_t i = 0; i < g.nodes.size(); ++i) {
+    auto it = at.find(i);
+    if (it == at.end()) {
+      out.push_back(std::move(g.nodes[i]));
+      continue;
+    }
+    for (Node& n : it->second->nodes) out.push_back(std::move(n));
+  }
+  g.nodes = std::move(out);
+  refresh_producers(g);
+}
+
+void fuse_in_graph(Graph& g, const sym::SymbolRanges& ranges, int opset, AttentionFusionStats* stats) {
+  for_each_subgraph(g, [&](Graph& sub) { fuse_in_graph(sub, ranges, opset, stats); });
+  refresh_producers(g);
+  // A subgraph capturing a value whose producer would move is not rewritten (rare; keeps the
+  // renaming local to this graph's node list).
+  std::set<ValueId> captured;
+  for_each_subgraph(g, [&](Graph& sub) {
+    for (ValueId c : sub.captures)
+      if (sub.value(c).outer != kNoValue) captured.insert(sub.value(c).outer);
+  });
+  Fuser f(g, ranges, opset, std::move(captured));
+  std::vector<Rewrite> rewrites;
+  for (size_t i = 0; i < g.nodes.size(); ++i) {
+    if (g.nodes[i].op != OpKind::Softmax) continue;
+    std::optional<Rewrite> rw = f.attention(i);
+    const bool is_attention = rw.has_value();
+    if (!rw) rw = f.masked_softmax(i);
+    if (!rw) continue;
+    f.anchors.insert(rw->anchor);
+    ++(is_attention ? stats->attention : stats->masked_softmax);
+    rewrites.push_back(std::move(*rw));
+  }
+  if (!rewrites.empty()) apply(g, rewrites);
+}
+
+}  // namespace
+
+AttentionFusionStats fuse_attention(Model& model) {
+  AttentionFusionStats stats;
+  fuse_in_graph(*model.graph, model.ranges, static_cast<int>(opset_of(model, "")), &stats);
+  return stats;
+}
+
+}  // namespace cuvil

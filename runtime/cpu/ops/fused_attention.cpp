@@ -1,0 +1,207 @@
+// Reference CPU kernels of cuvil::Attention and cuvil::MaskedSoftmax (the contract is
+// ir/fused_ops.h). Both work one softmax row at a time: MaskedSoftmax over the rows of X,
+// Attention over the (batch, query head, query position) rows with one [T] scratch row of
+// scores per worker chunk, so nothing of size [S, T] is ever materialised. Keys and values are
+// addressed through past/new halves instead of being concatenated (present outputs are written
+// only when wanted). float32 only; the softmax subtracts the row maximum and a row whose every
+// entry is masked to -inf comes out NaN, as Softmax over that row does in the unfused graph.
+#include <cmath>
+#include <limits>
+#include <vector>
+
+#include "runtime/cpu/ops/kernel_util.h"
+
+namespace cuvil::rt::ops {
+namespace {
+
+// The mask operand shared by both ops: float (added) or bool (false = -inf), read through
+// broadcast strides onto the rows' index space.
+struct MaskReader {
+  const float* f = nullptr;
+  const uint8_t* b = nullptr;
+  std::vector<int64_t> strides;  // one per target dim
+  bool present() const { return f || b; }
+  // Adds the mask at element offset `off` to `s`.
+  float apply(float s, int64_t off) const {
+    if (f) return s + f[off];
+    if (b) return b[off] ? s : -std::numeric_limits<float>::infinity();
+    return s;
+  }
+};
+
+Status read_mask(OpContext& ctx, size_t index, const std::vector<int64_t>& target, MaskReader* m) {
+  const TensorView* mask = ctx.input(index);
+  if (!mask) return Status::ok();
+  if (mask->dtype != DType::Float && mask->dtype != DType::Bool)
+    return ctx.error(StatusCode::kInvalidArgument, "mask is ", dtype_name(mask->dtype),
+                     ", expected f32 or bool");
+  bool ok = mask->dims.size() <= target.size();
+  for (size_t i = 0; ok && i < mask->dims.size(); ++i) {
+    const int64_t d = mask->dims[i];
+    ok = d == 1 || d == target[target.size() - mask->dims.size() + i];
+  }
+  if (!ok)
+    return ctx.error(StatusCode::kInvalidArgument, "mask ", dims_string(mask->dims),
+                     " does not broadcast to ", dims_string(target));
+  if (mask->numel() > 0 && !mask->data)
+    return ctx.error(StatusCode::kInvalidArgument, "mask has no data");
+  if (mask->dtype == DType::Float) m->f = mask->as<float>();
+  else m->b = mask->as<uint8_t>();
+  m->strides = broadcast_strides(mask->dims, target);
+  return Status::ok();
+}
+
+Status require_f32(OpContext& ctx, size_t index, const char* role, const TensorView** out) {
+  *out = ctx.input(index);
+  if (!*out) return ctx.error(StatusCode::kInvalidArgument, "input ", role, " is missing");
+  if ((*out)->dtype != DType::Float)
+    return ctx.error(StatusCode::kUnsupported, role, " is ", dtype_name((*out)->dtype),
+                     "; only f32 is supported");
+  if ((*out)->numel() > 0 && !(*out)->data)
+    return ctx.error(StatusCode::kInvalidArgument, role, " has no data");
+  return Status::ok();
+}
+
+// In place: s[0, n) becomes softmax(s). Sums in float after subtracting the maximum; all -inf
+// (or any NaN) gives NaN everywhere, as the unfused Softmax does.
+void softmax_row(float* s, int64_t n) {
+  float m = -std::numeric_limits<float>::infinity();
+  for (int64_t j = 0; j < n; ++j) m = std::max(m, s[j]);
+  float total = 0.0f;
+  for (int64_t j = 0; j < n; ++j) {
+    s[j] = std::exp(s[j] - m);
+    total += s[j];
+  }
+  const float inv = 1.0f / total;
+  for (int64_t j = 0; j < n; ++j) s[j] *= inv;
+}
+
+}  // namespace
+
+Status kernel_MaskedSoftmax(OpContext& ctx) {
+  const TensorView* x = nullptr;
+  CUVIL_RETURN_IF_ERROR(require_f32(ctx, 0, "X", &x));
+  if (x->dims.empty()) return ctx.error(StatusCode::kInvalidArgument, "X is a scalar; softmax needs an axis");
+  const float scale = ctx.attrs().get_float("scale", 1.0f);
+  MaskReader mask;
+  CUVIL_RETURN_IF_ERROR(read_mask(ctx, 1, x->dims, &mask));
+  TensorView* y = nullptr;
+  CUVIL_RETURN_IF_ERROR(ctx.allocate_output(0, DType::Float, x->dims, &y));
+  const int64_t len = x->dims.back();
+  if (x->numel() == 0) return Status::ok();
+  const int64_t rows = x->numel() / len;
+  const size_t rank = x->dims.size();
+  const float* xp = x->as<float>();
+  float* yp = y->as<float>();
+  parallel_range(ctx, rows, std::max<int64_t>(1, 16384 / len), [&](int64_t begin, int64_t end) {
+    for (int64_t r = begin; r < end; ++r) {
+      int64_t moff = 0;  // the mask offset of row r: its multi-index over dims[:-1]
+      for (int64_t rest = r, d = static_cast<int64_t>(rank) - 2; mask.present() && d >= 0; --d) {
+        moff += (rest % x->dims[d]) * mask.strides[d];
+        rest /= x->dims[d];
+      }
+      float* s = yp + r * len;
+      for (int64_t j = 0; j < len; ++j)
+        s[j] = mask.apply(scale * xp[r * len + j], moff + j * (mask.present() ? mask.strides[rank - 1] : 0));
+      softmax_row(s, len);
+    }
+  });
+  return Status::ok();
+}
+
+Status kernel_Attention(OpContext& ctx) {
+  const TensorView *q = nullptr, *k = nullptr, *v = nullptr;
+  CUVIL_RETURN_IF_ERROR(require_f32(ctx, 0, "Q", &q));
+  CUVIL_RETURN_IF_ERROR(require_f32(ctx, 1, "K", &k));
+  CUVIL_RETURN_IF_ERROR(require_f32(ctx, 2, "V", &v));
+  const TensorView *pk = nullptr, *pv = nullptr;
+  const bool has_past = ctx.input(4) || ctx.input(5);
+  if (has_past) {
+    CUVIL_RETURN_IF_ERROR(require_f32(ctx, 4, "past_key", &pk));
+    CUVIL_RETURN_IF_ERROR(require_f32(ctx, 5, "past_value", &pv));
+  }
+  for (const TensorView* t : {q, k, v, pk, pv})
+    if (t && t->dims.size() != 4)
+      return ctx.error(StatusCode::kInvalidArgument, "inputs must be rank 4 [batch, heads, seq, head_dim], got ",
+                       dims_string(t->dims));
+  const int64_t B = q->dims[0], Hq = q->dims[1], S = q->dims[2], D = q->dims[3];
+  const int64_t Hkv = k->dims[1], L = k->dims[2], Dv = v->dims[3];
+  if (k->dims[0] != B || v->dims[0] != B || k->dims[3] != D || v->dims[1] != Hkv || v->dims[2] != L)
+    return ctx.error(StatusCode::kInvalidArgument, "Q ", dims_string(q->dims), ", K ", dims_string(k->dims),
+                     " and V ", dims_string(v->dims), " do not agree (batch, heads, length, head size)");
+  if (Hkv < 1 || Hq % Hkv != 0)
+    return ctx.error(StatusCode::kInvalidArgument, "query heads (", Hq, ") are not a multiple of key/value heads (",
+                     Hkv, ")");
+  const int64_t P = has_past ? pk->dims[2] : 0;
+  if (has_past && (pk->dims[0] != B || pk->dims[1] != Hkv || pk->dims[3] != D || pv->dims[0] != B ||
+                   pv->dims[1] != Hkv || pv->dims[2] != P || pv->dims[3] != Dv))
+    return ctx.error(StatusCode::kInvalidArgument, "past_key ", dims_string(pk->dims), " and past_value ",
+                     dims_string(pv->dims), " do not fit K ", dims_string(k->dims), " and V ",
+                     dims_string(v->dims));
+  const int64_t T = P + L;
+  const int64_t causal = ctx.attrs().get_int("is_causal", 0);
+  if (causal != 0 && causal != 1)
+    return ctx.error(StatusCode::kInvalidArgument, "attribute is_causal is ", causal, ", must be 0 or 1");
+  float scale = ctx.attrs().get_float("scale", 0.0f);
+  if (scale == 0.0f) scale = 1.0f / std::sqrt(static_cast<float>(D));
+  MaskReader mask;
+  CUVIL_RETURN_IF_ERROR(read_mask(ctx, 3, {B, Hq, S, T}, &mask));
+
+  TensorView* y = nullptr;
+  CUVIL_RETURN_IF_ERROR(ctx.allocate_output(0, DType::Float, {B, Hq, S, Dv}, &y));
+  // present = concat(past, new) along the sequence axis, written only when wanted.
+  auto write_present = [&](size_t index, const TensorView* past, const TensorView* now, int64_t width) -> Status {
+    if (ctx.num_outputs() <= index || !ctx.output_wanted(index)) return Status::ok();
+    TensorView* out = nullptr;
+    CUVIL_RETURN_IF_ERROR(ctx.allocate_output(index, DType::Float, {B, Hkv, T, width}, &out));
+    float* o = out->as<float>();
+    for (int64_t bh = 0; bh < B * Hkv; ++bh) {
+      if (P > 0) std::copy_n(past->as<float>() + bh * P * width, P * width, o + bh * T * width);
+      if (L > 0) std::copy_n(now->as<float>() + bh * L * width, L * width, o + bh * T * width + P * width);
+    }
+    return Status::ok();
+  };
+  CUVIL_RETURN_IF_ERROR(write_present(1, pk, k, D));
+  CUVIL_RETURN_IF_ERROR(write_present(2, pv, v, Dv));
+  if (y->numel() == 0) return Status::ok();
+
+  const float* qp = q->as<float>();
+  const int64_t group = Hq / Hkv;
+  // Row j of the keys (or values) of key/value head (b, g): the past half, then the new one.
+  auto key_row = [&](const TensorView* past, const TensorView* now, int64_t width, int64_t bg, int64_t j) {
+    return j < P ? past->as<float>() + (bg * P + j) * width : now->as<float>() + (bg * L + j - P) * width;
+  };
+  const int64_t rows = B * Hq * S;
+  parallel_range(ctx, rows, std::max<int64_t>(1, 4096 / std::max<int64_t>(1, T * (D + Dv))),
+                 [&](int64_t begin, int64_t end) {
+    std::vector<float> scores(static_cast<size_t>(T));
+    for (int64_t r = begin; r < end; ++r) {
+      const int64_t i = r % S, h = (r / S) % Hq, b = r / (S * Hq);
+      const int64_t bg = b * Hkv + h / group;
+      const float* qrow = qp + r * D;
+      const int64_t moff = mask.present()
+                               ? b * mask.strides[0] + h * mask.strides[1] + i * mask.strides[2] : 0;
+      for (int64_t j = 0; j < T; ++j) {
+        if (causal && j > i + T - S) {
+          scores[j] = -std::numeric_limits<float>::infinity();
+          continue;
+        }
+        const float* krow = key_row(pk, k, D, bg, j);
+        float dot = 0.0f;
+        for (int64_t d = 0; d < D; ++d) dot += qrow[d] * krow[d];
+        scores[j] = mask.apply(scale * dot, mask.present() ? moff + j * mask.strides[3] : 0);
+      }
+      softmax_row(scores.data(), T);
+      float* yrow = y->as<float>() + r * Dv;
+      std::fill_n(yrow, Dv, 0.0f);
+      for (int64_t j = 0; j < T; ++j) {
+        const float p = scores[j];
+        const float* vrow = key_row(pv, v, Dv, bg, j);
+        for (int64_t d = 0; d < Dv; ++d) yrow[d] += p * vrow[d];
+      }
+    }
+  });
+  return Status::ok();
+}
+
+}  // namespace cuvil::rt::ops
