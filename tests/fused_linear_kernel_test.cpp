@@ -318,7 +318,7 @@ TEST(FusedLinearKernel, BadInputsNameTheProblem) {
     t.dtype = DType::Int32;
     return t;
   }();
-  EXPECT_STATUS(run("cuvil", "FusedMatMul", 1, {}, {&ai, &ai}), "A and B must share a float dtype, got int32");
+  EXPECT_STATUS(run("cuvil", "FusedMatMul", 1, {}, {&ai, &ai}), "A and B must share a float dtype, got i32 and i32");
 
   const TensorData x = random_tensor({1, 2, 4, 4}, 5), w = random_tensor({3, 2, 3, 3}, 6);
   const TensorData res_bad = random_tensor({1, 4, 2, 2}, 7);
