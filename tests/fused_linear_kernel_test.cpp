@@ -230,6 +230,24 @@ TEST(FusedLinearKernel, MatMulDoubleAndNoEpilogue) {
   check_fused_matmul(plain);
 }
 
+// NaN in the accumulator stays NaN through every activation, as through the ONNX ops (the
+// relu of ir/fused_ops.h's apply_activation alone would give 0).
+TEST(FusedLinearKernel, NaNPropagatesThroughTheActivation) {
+  TensorData a = random_tensor({2, 3}, 1);
+  const float nan = NAN;
+  std::memcpy(a.bytes.data(), &nan, 4);  // row 0 of the product is NaN
+  const TensorData b = random_tensor({3, 4}, 2);
+  for (const char* act : {"relu", "clip", "leaky_relu", "sigmoid", "gelu"}) {
+    const TensorData y = ok(run("cuvil", "FusedMatMul", 1,
+                                {{"activation", attr_str(act)}, {"activation_alpha", attr_float(0.f)},
+                                 {"activation_beta", attr_float(6.f)}},
+                                {&a, &b}));
+    ASSERT_EQ(y.numel(), 8);
+    for (int64_t j = 0; j < 4; ++j) EXPECT_TRUE(std::isnan(y.float_at(j))) << act << " element " << j;
+    EXPECT_FALSE(std::isnan(y.float_at(4))) << act;
+  }
+}
+
 struct ConvCase {
   std::vector<int64_t> x, w;
   std::map<std::string, Attribute> attrs;

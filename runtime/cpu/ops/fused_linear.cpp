@@ -89,7 +89,10 @@ void apply_epilogue(OpContext& ctx, C* y, const std::vector<int64_t>& dims, cons
         C v = yr[j];
         if (bp) v += bp[boff + j * bstep];
         if (rp) v += rp[roff + j * rstep];
-        if constexpr (std::is_same_v<C, double>) {
+        if (v != v) {
+          // NaN stays NaN, as through the unfused ONNX ops and the tile epilogue:
+          // fused::apply_activation's relu (x > 0 ? x : 0) would make it 0.
+        } else if constexpr (std::is_same_v<C, double>) {
           // Double tensors keep double precision where the activation allows it.
           switch (spec.act) {
             case fused::Activation::None: break;
