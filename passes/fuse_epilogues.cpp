@@ -2,6 +2,7 @@
 // (passes/fuse_epilogues.h).
 #include "passes/fuse_epilogues.h"
 
+#include <cmath>
 #include <limits>
 #include <optional>
 #include <set>
@@ -280,7 +281,9 @@ class Fuser {
       if (binary && (n.op == OpKind::Mul || n.op == OpKind::Div) && !c.conv && stage == kProduct) {
         if (n.op == OpKind::Div && n.inputs[0] != c.out) return;
         const std::optional<double> s = scalar_constant(other, cur);
-        if (!s || !same_shape(value(y), cur)) return;
+        // A zero or non-finite scale would turn an overflowing or NaN sum into something else
+        // once it multiplies the operand instead of the sum.
+        if (!s || *s == 0.0 || !std::isfinite(*s) || !same_shape(value(y), cur)) return;
         if (n.op == OpKind::Mul) c.alpha *= *s;
         else c.alpha /= *s;
       } else if (binary && n.op == OpKind::Add && stage < kResidual) {

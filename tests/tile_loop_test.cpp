@@ -541,6 +541,29 @@ TEST(TileLoop, FusedMatMulMatchesItsKernel) {
     }
 }
 
+// Gemm with both transposes, alpha and C, then Sigmoid: FusedMatMul with transA and transB.
+TEST(TileLoop, FusedMatMulFromGemmWithTransposes) {
+  const int64_t M = 19, N = 37, K = 70;
+  onnx::ModelProto m = test::make_model(13);
+  auto* g = m.mutable_graph();
+  test::add_input(g, "a", Tp::FLOAT, {K, M});
+  test::add_input(g, "b", Tp::FLOAT, {N, K});
+  *g->add_initializer() = test::make_float_tensor("c", {M, 1}, random_floats(M, 31));
+  auto* n = test::add_node(g, "Gemm", {"a", "b", "c"}, {"pre"}, "gemm");
+  test::set_attr_int(n, "transA", 1);
+  test::set_attr_int(n, "transB", 1);
+  test::set_attr_float(n, "alpha", 0.75f);
+  test::add_node(g, "Sigmoid", {"pre"}, {"y"}, "sigmoid");
+  test::add_output(g, "y", Tp::FLOAT, {M, N});
+  Model ir = import(m, {});
+  ASSERT_EQ(ir.graph->nodes.size(), 1u);
+  EXPECT_EQ(ir.graph->nodes[0].attr_int("transA", 0), 1);
+  EXPECT_EQ(ir.graph->nodes[0].attr_int("transB", 0), 1);
+  expect_fused_matches(m, {}, {{{"a", make_tensor(1, {K, M}, random_floats(static_cast<size_t>(M * K), 32, true))},
+                                {"b", make_tensor(1, {N, K}, random_floats(static_cast<size_t>(K * N), 33))}}},
+                       1e-4f, 1);
+}
+
 TEST(TileLoop, MatMulDisassemblyShowsMma) {
   Compiled fused = compile(matmul_model({2, "m", 8}, {8, 3}, {2, "m", 3}), true, {"m=1:10"});
   const std::string text = rt::disassemble(fused.lowered.program);
