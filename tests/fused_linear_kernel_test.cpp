@@ -57,7 +57,7 @@ struct Result {
 
 // Runs one kernel; omitted optional inputs are null.
 Result run(const std::string& domain, const std::string& op, int opset, std::map<std::string, Attribute> attrs,
-           std::vector<const TensorData*> inputs) {
+           std::vector<const TensorData*> inputs, int threads = 1) {
   Node node;
   node.op_type = op;
   node.domain = domain;
@@ -71,7 +71,7 @@ Result run(const std::string& domain, const std::string& op, int opset, std::map
     if (inputs[i]) views[i] = cuvil::testing::view_of(*inputs[i]);
     ptrs.push_back(inputs[i] ? &views[i] : nullptr);
   }
-  cuvil::testing::HeapOpContext ctx(node, ptrs, 1);
+  cuvil::testing::HeapOpContext ctx(node, ptrs, 1, threads);
   Result r;
   rt::OpKernelFn fn = rt::find_op_kernel(domain, op);
   r.st = fn ? fn(ctx) : rt::Status(rt::StatusCode::kUnsupported, "no kernel for " + op);
@@ -137,6 +137,7 @@ struct MatMulCase {
   std::string act;
   float act_alpha = 0.f, act_beta = 0.f;
   DType dtype = DType::Float;
+  int threads = 1;  // > 1: the batches are split over the workers
 };
 
 void check_fused_matmul(const MatMulCase& c) {
@@ -153,7 +154,7 @@ void check_fused_matmul(const MatMulCase& c) {
   const bool has_bias = !c.bias.empty();
   const bool has_res = !c.residual.empty();
   std::vector<const TensorData*> in = {&a, &b, has_bias ? &bias : nullptr, has_res ? &res : nullptr};
-  const TensorData got = ok(run("cuvil", "FusedMatMul", 1, attrs, in));
+  const TensorData got = ok(run("cuvil", "FusedMatMul", 1, attrs, in, c.threads));
 
   const TensorData at = c.ta ? swap_last_two(a) : a, bt = c.tb ? swap_last_two(b) : b;
   TensorData y = ok(run("", "MatMul", 13, {}, {&at, &bt}));
@@ -213,6 +214,15 @@ TEST(FusedLinearKernel, MatMulTransposesAlphaAndBatchBroadcasting) {
   big.residual = {2, 33, 50};
   big.act = "relu";
   check_fused_matmul(big);
+  // Many batches of their own B (attention-like), split over workers.
+  MatMulCase heads;
+  heads.a = {2, 6, 5, 8};
+  heads.b = {2, 6, 5, 8};
+  heads.tb = true;
+  heads.alpha = 0.25f;
+  heads.residual = {2, 1, 1, 5};
+  heads.threads = 4;
+  check_fused_matmul(heads);
 }
 
 TEST(FusedLinearKernel, MatMulDoubleAndNoEpilogue) {

@@ -197,6 +197,8 @@ Status kernel_FusedMatMul(OpContext& ctx) {
     const C* bp = compute_data<C>(*b, &bbuf);
     ComputeOutput<C> out(y);
     C* yp = out.data();
+    // Element offsets of each output batch's A and B matrices.
+    std::vector<int64_t> offs_a(static_cast<size_t>(batches)), offs_b(static_cast<size_t>(batches));
     std::vector<int64_t> idx(batch.size(), 0);
     for (int64_t t = 0; t < batches; ++t) {
       int64_t oa = 0, ob = 0;
@@ -204,12 +206,29 @@ Status kernel_FusedMatMul(OpContext& ctx) {
         oa += idx[d] * sa[d];
         ob += idx[d] * sb[d];
       }
-      gemm(&ctx, trans[0], trans[1], m, n, k, static_cast<C>(alpha), ap + oa * m * k, lda, bp + ob * k * n, ldb, C(0),
-           yp + t * m * n, n);
+      offs_a[t] = oa * m * k;
+      offs_b[t] = ob * k * n;
       for (size_t d = batch.size(); d-- > 0;) {
         if (++idx[d] < batch[d]) break;
         idx[d] = 0;
       }
+    }
+    int64_t b_batch = 1;
+    for (int64_t d : bb) b_batch *= d;
+    const C calpha = static_cast<C>(alpha);
+    if (!trans[0] && b_batch == 1 && ab == batch) {
+      // As kernel_MatMul: one B and untransposed A batches stacked: one GEMM of batches * m rows.
+      gemm(&ctx, false, trans[1], batches * m, n, k, calpha, ap, lda, bp, ldb, C(0), yp, n);
+    } else if (ctx.threads() > 1 && batches >= 2 * ctx.threads()) {
+      parallel_range(ctx, batches, 1, [&](int64_t begin, int64_t end) {
+        for (int64_t t = begin; t < end; ++t)
+          gemm(nullptr, trans[0], trans[1], m, n, k, calpha, ap + offs_a[t], lda, bp + offs_b[t], ldb, C(0),
+               yp + t * m * n, n);
+      });
+    } else {
+      for (int64_t t = 0; t < batches; ++t)
+        gemm(&ctx, trans[0], trans[1], m, n, k, calpha, ap + offs_a[t], lda, bp + offs_b[t], ldb, C(0), yp + t * m * n,
+             n);
     }
     apply_epilogue<C>(ctx, yp, out_dims, bias, residual, spec);
     out.finish();
