@@ -63,6 +63,19 @@ void expect_fused_matches_unfused(const std::string& model, const std::vector<st
   RunResult ir = run_tool(tmp.path(), CUVIL_CUVILC, {"compile", model, "--emit", "ir"});
   ASSERT_EQ(ir.exit_code, 0) << ir.err;
   for (const std::string& op : fused_ops) EXPECT_NE(ir.out.find("\"cuvil\"::" + op + "<"), std::string::npos) << op;
+  // Code generation must not get slower: the fused package keeps every tile Mma kernel and
+  // calls no more whole-tensor kernels.
+  auto count = [](const std::string& text, const std::string& what) {
+    size_t n = 0;
+    for (size_t at = text.find(what); at != std::string::npos; at = text.find(what, at + 1)) ++n;
+    return n;
+  };
+  RunResult df = run_tool(tmp.path(), CUVIL_CUVILC, {"inspect", fused, "--disasm"});
+  RunResult dp = run_tool(tmp.path(), CUVIL_CUVILC, {"inspect", plain, "--disasm"});
+  ASSERT_EQ(df.exit_code, 0) << df.err;
+  ASSERT_EQ(dp.exit_code, 0) << dp.err;
+  EXPECT_EQ(count(df.out, "+= Mma"), count(dp.out, "+= Mma"));
+  EXPECT_LE(count(df.out, "CallOp"), count(dp.out, "CallOp"));
   for (const auto& [pkg, dir] : {std::pair{fused, tmp.file("out_fused")}, std::pair{plain, tmp.file("out_plain")}}) {
     std::vector<std::string> args = {pkg, "--output-dir", dir, "--seed", "7"};
     args.insert(args.end(), run_args.begin(), run_args.end());
