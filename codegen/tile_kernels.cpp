@@ -3,10 +3,12 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <limits>
 #include <optional>
 #include <string>
 #include <vector>
 
+#include "ir/fused_ops.h"
 #include "support/error.h"
 
 namespace cuvil::codegen::tile {
@@ -286,9 +288,134 @@ LoopKernel emit_gemm(const Node& n, const KernelContext& ctx) {
   return b.finish(3, kAcc);
 }
 
+// ---- cuvil::FusedMatMul (ir/fused_ops.h) ----
+
+// An operand read over the domain with numpy broadcasting (right-aligned, unidirectional):
+// stride 0 where it broadcasts, its row-major stride where its dim is provably the domain's.
+std::optional<std::vector<DimExpr>> broadcast_strides(const Shape& s, const Shape& domain,
+                                                      const KernelContext& ctx) {
+  if (s.size() > domain.size()) return std::nullopt;
+  std::vector<DimExpr> st(domain.size(), DimExpr(0));
+  const std::vector<DimExpr> cs = contiguous_strides(s);
+  for (size_t i = 0; i < s.size(); ++i) {
+    const size_t d = i + domain.size() - s.size();
+    if (s[i]->constant() == 1 && domain[d]->constant() != 1) continue;
+    if (!sym::prove_equal(*s[i], *domain[d], ctx.ranges)) return std::nullopt;
+    st[d] = cs[i];
+  }
+  return st;
+}
+
+// Where the product's operands are read: strides over the domain and along the K loop.
+struct FusedMatMulPlan {
+  std::vector<DimExpr> sa, sb;
+  DimExpr loop_a = DimExpr(1), loop_b = DimExpr(1), k = DimExpr(1);
+  fused::Activation act = fused::Activation::None;
+};
+
+std::optional<FusedMatMulPlan> plan_fused_matmul(const Node& n, const KernelContext& ctx) {
+  if (n.inputs.size() < 2 || n.inputs.size() > 4 || n.outputs.size() != 1) return std::nullopt;
+  for (size_t i = 0; i < n.inputs.size(); ++i)
+    if ((i < 2 || n.inputs[i] != kNoValue) && !is_f32(ctx.graph, n.inputs[i])) return std::nullopt;
+  if (!is_f32(ctx.graph, n.outputs[0])) return std::nullopt;
+  const int64_t ta = n.attr_int("transA", 0), tb = n.attr_int("transB", 0);
+  if ((ta != 0 && ta != 1) || (tb != 0 && tb != 1)) return std::nullopt;  // the kernel reports it
+  FusedMatMulPlan p;
+  auto act = fused::parse_activation(n.attr_string("activation", ""));
+  if (!act) return std::nullopt;
+  p.act = *act;
+  const Shape& a = ctx.shape(n.inputs[0]);
+  const Shape& bs = ctx.shape(n.inputs[1]);
+  const Shape& y = ctx.shape(n.outputs[0]);
+  const size_t ra = a.size(), rb = bs.size(), r = y.size();
+  if (ra < 2 || rb < 2 || r != std::max(ra, rb)) return std::nullopt;
+  // A(m, k) is a[.., m, k] (row stride K) or, transposed, a[.., k, m]; B(k, n) likewise.
+  const Dim& k_a = ta ? a[ra - 2] : a[ra - 1];
+  const Dim& k_b = tb ? bs[rb - 1] : bs[rb - 2];
+  if (!sym::prove_equal(*k_a, *k_b, ctx.ranges)) return std::nullopt;
+  auto sa = batch_strides(a, ra - 2, y, ctx), sb = batch_strides(bs, rb - 2, y, ctx);
+  if (!sa || !sb) return std::nullopt;
+  p.sa = *sa;
+  p.sb = *sb;
+  p.k = *k_a;
+  if (ta) p.sa[r - 2] = DimExpr(1), p.loop_a = *a.back();
+  else p.sa[r - 2] = *a.back(), p.loop_a = DimExpr(1);
+  if (tb) p.sb[r - 1] = *bs.back(), p.loop_b = DimExpr(1);
+  else p.sb[r - 1] = DimExpr(1), p.loop_b = *bs.back();
+  for (size_t i = 2; i < n.inputs.size(); ++i)
+    if (n.inputs[i] != kNoValue && !broadcast_strides(ctx.shape(n.inputs[i]), y, ctx)) return std::nullopt;
+  return p;
+}
+
+// One Mma over K, then the epilogue in the finish section, in ir/fused_ops.h's order:
+// act(alpha * acc + bias + residual).
+LoopKernel emit_fused_matmul(const Node& n, const KernelContext& ctx, const FusedMatMulPlan& p) {
+  KernelBuilder b(ctx, n);
+  const Shape& y = ctx.shape(n.outputs[0]);
+  b.loop(p.k, kMmaChunk);
+  const uint32_t ma = b.map(n.inputs[0], p.sa, p.loop_a);
+  const uint32_t mb = b.map(n.inputs[1], p.sb, p.loop_b);
+  uint32_t operand_maps[2] = {kNone, kNone};
+  for (size_t i = 2; i < n.inputs.size(); ++i)
+    if (n.inputs[i] != kNoValue)
+      operand_maps[i - 2] = b.map(n.inputs[i], *broadcast_strides(ctx.shape(n.inputs[i]), y, ctx), std::nullopt);
+  enum : uint32_t { kAcc = 0, kTmp = 1, kScale = 2 };
+  const auto bin = [&](rt::BinaryFn f, uint32_t d, uint32_t x, uint32_t z) {
+    b.emit({word(TileOpcode::Binary), static_cast<uint32_t>(f), d, x, z});
+  };
+  const auto unary = [&](rt::UnaryFn f, uint32_t d, uint32_t x) {
+    b.emit({word(TileOpcode::Unary), static_cast<uint32_t>(f), d, x});
+  };
+  const auto constant = [&](uint32_t d, float v) { b.emit({word(TileOpcode::Const), d, float_bits(v)}); };
+  constant(kAcc, 0.f);
+  b.begin_loop();
+  b.emit({word(TileOpcode::Mma), kAcc, ma, mb});
+  b.end_loop();
+  const float alpha = n.attr_float("alpha", 1.f);
+  if (alpha != 1.f) {
+    constant(kScale, alpha);
+    bin(rt::BinaryFn::Mul, kAcc, kAcc, kScale);
+  }
+  for (uint32_t m : operand_maps) {
+    if (m == kNone) continue;
+    b.emit({word(TileOpcode::Load), kTmp, m});
+    bin(rt::BinaryFn::Add, kAcc, kAcc, kTmp);
+  }
+  const float act_alpha = n.attr_float("activation_alpha", p.act == fused::Activation::Clip
+                                                               ? -std::numeric_limits<float>::infinity()
+                                                               : 0.01f);
+  const float act_beta = n.attr_float("activation_beta", std::numeric_limits<float>::infinity());
+  switch (p.act) {
+    case fused::Activation::None: break;
+    case fused::Activation::Relu: unary(rt::UnaryFn::Relu, kAcc, kAcc); break;
+    case fused::Activation::Clip:
+      constant(kScale, act_alpha);
+      bin(rt::BinaryFn::Max, kAcc, kAcc, kScale);
+      constant(kScale, act_beta);
+      bin(rt::BinaryFn::Min, kAcc, kAcc, kScale);
+      break;
+    case fused::Activation::Sigmoid: unary(rt::UnaryFn::Sigmoid, kAcc, kAcc); break;
+    case fused::Activation::Tanh: unary(rt::UnaryFn::Tanh, kAcc, kAcc); break;
+    case fused::Activation::Silu:
+      unary(rt::UnaryFn::Sigmoid, kTmp, kAcc);
+      bin(rt::BinaryFn::Mul, kAcc, kAcc, kTmp);
+      break;
+    case fused::Activation::Gelu: unary(rt::UnaryFn::Gelu, kAcc, kAcc); break;
+    case fused::Activation::GeluTanh: unary(rt::UnaryFn::GeluTanh, kAcc, kAcc); break;
+    case fused::Activation::LeakyRelu:
+      constant(kScale, act_alpha);
+      bin(rt::BinaryFn::PRelu, kAcc, kAcc, kScale);
+      break;
+  }
+  return b.finish(3, kAcc);
+}
+
+bool is_fused_matmul(const Node& n) { return n.domain == "cuvil" && n.op == OpKind::FusedMatMul; }
+
 }  // namespace
 
 bool is_loop_kernel(const Node& n, const KernelContext& ctx) {
+  if (is_fused_matmul(n)) return plan_fused_matmul(n, ctx).has_value();
   if (!n.domain.empty()) return false;
   if (n.op_type == "MatMul") return matmul_ok(n, ctx);
   if (n.op_type == "Gemm") return gemm_ok(n, ctx);
@@ -296,6 +423,11 @@ bool is_loop_kernel(const Node& n, const KernelContext& ctx) {
 }
 
 LoopKernel emit_loop_kernel(const Node& n, const KernelContext& ctx) {
+  if (is_fused_matmul(n)) {
+    auto p = plan_fused_matmul(n, ctx);
+    CUVIL_ASSERT(p.has_value(), "emit_loop_kernel on FusedMatMul node '" << n.name << "'");
+    return emit_fused_matmul(n, ctx, *p);
+  }
   if (n.op_type == "MatMul") return emit_matmul(n, ctx);
   if (n.op_type == "Gemm") return emit_gemm(n, ctx);
   auto p = plan_reduce(n, ctx);

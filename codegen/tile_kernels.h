@@ -5,7 +5,9 @@
 // run of axes that ends at the last axis (loads of [tile x chunk] through a map whose loop stride walks the run, then a
 // Reduce* into an accumulator), MatMul with rank >= 2 operands (batch broadcasting is a stride
 // of 0) and Gemm (transposes are strides; alpha, beta and C are a finish-section epilogue),
-// both as one Mma over the K loop. Everything is float32. Elementwise ops that consume the
+// both as one Mma over the K loop, and cuvil::FusedMatMul (ir/fused_ops.h: its transposes are
+// strides; alpha, bias, residual and the activation are the finish-section epilogue, in that
+// order). Everything is float32. Elementwise ops that consume the
 // result may follow in the finish section (the lowerer fuses them as an epilogue). Casts join elementwise chains when
 // the round trip through a float32 register is exact for the source dtype and matches the
 // whole-tensor Cast kernel's rules (fusible_cast).

@@ -6,8 +6,10 @@
 #include "passes/canonicalize.h"
 #include "passes/cse.h"
 #include "passes/dce.h"
+#include "passes/fold_batch_norm.h"
 #include "passes/fold_constants.h"
 #include "passes/fuse_attention.h"
+#include "passes/fuse_epilogues.h"
 #include "passes/infer_shapes.h"
 #include "passes/loop_sequences.h"
 #include "passes/remove_identities.h"
@@ -52,6 +54,13 @@ std::string run_cse(Model& m, const PassContext&) {
 std::string run_remove_identities(Model& m, const PassContext&) {
   remove_identities(m);
   return "";
+}
+std::string run_fold_batch_norm(Model& m, const PassContext&) {
+  return std::to_string(fold_batch_norm(m)) + " folded";
+}
+std::string run_fuse_epilogues(Model& m, const PassContext&) {
+  const FuseEpilogueStats s = fuse_epilogues(m);
+  return std::to_string(s.matmuls) + " FusedMatMul, " + std::to_string(s.convs) + " FusedConv";
 }
 std::string run_eliminate_dead_code(Model& m, const PassContext&) {
   eliminate_dead_code(m);

@@ -55,7 +55,9 @@ TEST(OpHistogram, BertTinyOpset13) {
   const std::string h = histogram_after_passes("testdata/models/bert_tiny.onnx");
   expect_no_leftovers(h);
   EXPECT_NE(h.find("LayerNormalization 3\n"), std::string::npos) << h;
-  EXPECT_NE(h.find("Gelu 1\n"), std::string::npos) << h;
+  // The canonicalised Gelu is the epilogue of the intermediate dense layer's FusedMatMul.
+  EXPECT_EQ(h.find("Gelu "), std::string::npos) << h;
+  EXPECT_NE(h.find("cuvil::FusedMatMul 8\n"), std::string::npos) << h;
   EXPECT_EQ(h.find("Erf "), std::string::npos) << h;
   EXPECT_EQ(h.find("ReduceMean "), std::string::npos) << h;
   check_histogram("bert_tiny", h);
@@ -70,7 +72,30 @@ TEST(OpHistogram, BertTinyOpset17) {
 TEST(OpHistogram, Resnet18) {
   const std::string h = histogram_after_passes("testdata/models/resnet18.onnx");
   expect_no_leftovers(h);
+  // Every conv block is one FusedConv: conv + residual Add + Relu (fuse-epilogues).
+  for (const char* op : {"Conv ", "Relu ", "Add "})
+    EXPECT_EQ(("\n" + h).find(std::string("\n") + op), std::string::npos) << op << "remains:\n" << h;
   check_histogram("resnet18", h);
+}
+
+// bert_tiny's dense layers after fuse-epilogues: the epilogue each FusedMatMul carries.
+TEST(OpHistogram, BertTinyDenseLayersCarryTheirEpilogues) {
+  Model m = frontend::import_onnx_file(std::string(CUVIL_SOURCE_DIR) + "/testdata/models/bert_tiny.onnx");
+  run_passes(m);
+  std::map<std::string, int> kinds;
+  for (const Node& n : m.graph->nodes) {
+    if (n.op != OpKind::FusedMatMul) continue;
+    std::string k = n.input(2) != kNoValue ? "bias" : "";
+    if (n.input(3) != kNoValue) k += "+residual";
+    if (!n.attr_string("activation", "").empty()) k += "+" + n.attr_string("activation", "");
+    if (n.attr_float("alpha", 1.f) != 1.f) k += " alpha";
+    kinds[k]++;
+  }
+  // q, k, v; the attention scores scaled by 1/8 with the mask as residual; attention output
+  // and output dense layers with their skip connection; intermediate with gelu; pooler (Gemm).
+  const std::map<std::string, int> want = {
+      {"bias", 3}, {"+residual alpha", 1}, {"bias+residual", 2}, {"bias+gelu", 1}, {"bias+tanh", 1}};
+  EXPECT_EQ(kinds, want);
 }
 
 TEST(OpHistogram, TorchScriptedLoop) {

@@ -471,19 +471,97 @@ TEST(TileLoop, ElementwiseEpiloguesJoinLoopKernels) {
   const rt::Program& p = fused.lowered.program;
   EXPECT_EQ(fused.lowered.call_ops, 0);
   EXPECT_EQ(fused.lowered.fused_kernels, 2) << rt::disassemble(p);
-  EXPECT_EQ(fused.lowered.fused_nodes, 5);
+  // MatMul + bias Add + Relu is one cuvil::FusedMatMul after pass fuse-epilogues; its kernel
+  // holds the same epilogue. Sqrt joins the ReduceMean kernel in the lowering.
+  EXPECT_EQ(fused.lowered.fused_nodes, 3);
   ASSERT_EQ(p.kernels.size(), 2u);
-  EXPECT_EQ(p.kernels[0].name, "relu");
+  EXPECT_EQ(p.kernels[0].name, "mm");
   EXPECT_EQ(p.kernels[1].name, "sqrt");
   const std::string text = rt::disassemble(p);
   EXPECT_NE(text.find("    3: r0 += Mma m0, m1\n    finish:\n    7: r1 = Load m2\n"
-                      "    10: r1 = Binary.Add r0, r1\n    15: r1 = Unary.Relu r1\n    19: Store m3, r1\n"),
+                      "    10: r0 = Binary.Add r0, r1\n    15: r0 = Unary.Relu r0\n    19: Store m3, r0\n"),
             std::string::npos)
       << text;
   std::vector<std::vector<std::pair<std::string, Tensor>>> sets;
   for (int64_t rows : {1, 3, 257})
     sets.push_back({{"a", make_tensor(1, {rows, 70}, random_floats(static_cast<size_t>(rows * 70), 23, true))}});
   expect_fused_matches(m, {"m=1:300"}, sets, 1e-4f, 2);
+}
+
+// cuvil::FusedMatMul (made by pass fuse-epilogues from the ONNX ops) as a tile Mma kernel with
+// its transposes, alpha, bias, residual and activation, against its whole-tensor kernel
+// (--no-fusion), NaN and infinities included.
+TEST(TileLoop, FusedMatMulMatchesItsKernel) {
+  const int64_t N = 35, K = 70;
+  uint32_t seed = 900;
+  struct Act {
+    const char* op;
+    int64_t opset;
+  };
+  for (const Act& act : {Act{"", 13}, Act{"Relu", 13}, Act{"Clip", 13}, Act{"Sigmoid", 13}, Act{"Tanh", 13},
+                         Act{"LeakyRelu", 13}, Act{"Gelu", 20}})
+    for (int tb = 0; tb < 2; ++tb) {
+      SCOPED_TRACE(std::string("activation '") + act.op + "' transposed B " + std::to_string(tb));
+      onnx::ModelProto m = test::make_model(act.opset);
+      auto* g = m.mutable_graph();
+      test::add_input(g, "a", Tp::FLOAT, {2, "m", K});
+      test::add_input(g, "r", Tp::FLOAT, {"m", N});
+      *g->add_initializer() = test::make_float_tensor("w", tb ? std::vector<int64_t>{N, K} : std::vector<int64_t>{K, N},
+                                                      random_floats(static_cast<size_t>(K * N), seed++));
+      *g->add_initializer() = test::make_float_tensor("bias", {N}, random_floats(static_cast<size_t>(N), seed++));
+      *g->add_initializer() = test::make_float_tensor("s", {}, {0.25f});
+      *g->add_initializer() = test::make_float_tensor("lo", {}, {-0.5f});
+      *g->add_initializer() = test::make_float_tensor("hi", {}, {1.f});
+      std::string b = "w";
+      if (tb) {
+        auto* t = test::add_node(g, "Transpose", {"w"}, {"wt"}, "transpose");
+        test::set_attr_ints(t, "perm", {1, 0});
+        b = "wt";
+      }
+      test::add_node(g, "MatMul", {"a", b}, {"mm"}, "mm");
+      test::add_node(g, "Mul", {"mm", "s"}, {"scaled"}, "scale");
+      test::add_node(g, "Add", {"scaled", "bias"}, {"biased"}, "bias_add");
+      const std::string pre = std::string(act.op).empty() ? "y" : "pre";
+      test::add_node(g, "Add", {"biased", "r"}, {pre}, "residual_add");
+      if (!std::string(act.op).empty()) {
+        std::vector<std::string> ins = {"pre"};
+        if (std::string(act.op) == "Clip") ins = {"pre", "lo", "hi"};
+        auto* n = test::add_node(g, act.op, ins, {"y"}, "act");
+        if (std::string(act.op) == "LeakyRelu") test::set_attr_float(n, "alpha", 0.3f);
+      }
+      test::add_output(g, "y", Tp::FLOAT, {2, "m", N});
+      Model ir = import(m, {"m=1:64"});
+      ASSERT_EQ(ir.graph->nodes.size(), 1u) << "the passes fuse the chain into one FusedMatMul";
+      EXPECT_EQ(ir.graph->nodes[0].op, OpKind::FusedMatMul);
+      std::vector<std::vector<std::pair<std::string, Tensor>>> sets;
+      for (int64_t rows : {1, 5, 64})
+        sets.push_back({{"a", make_tensor(1, {2, rows, K}, random_floats(static_cast<size_t>(2 * rows * K), seed++, true))},
+                        {"r", make_tensor(1, {rows, N}, random_floats(static_cast<size_t>(rows * N), seed++, true))}});
+      expect_fused_matches(m, {"m=1:64"}, sets, 1e-4f, 1);
+    }
+}
+
+// Gemm with both transposes, alpha and C, then Sigmoid: FusedMatMul with transA and transB.
+TEST(TileLoop, FusedMatMulFromGemmWithTransposes) {
+  const int64_t M = 19, N = 37, K = 70;
+  onnx::ModelProto m = test::make_model(13);
+  auto* g = m.mutable_graph();
+  test::add_input(g, "a", Tp::FLOAT, {K, M});
+  test::add_input(g, "b", Tp::FLOAT, {N, K});
+  *g->add_initializer() = test::make_float_tensor("c", {M, 1}, random_floats(M, 31));
+  auto* n = test::add_node(g, "Gemm", {"a", "b", "c"}, {"pre"}, "gemm");
+  test::set_attr_int(n, "transA", 1);
+  test::set_attr_int(n, "transB", 1);
+  test::set_attr_float(n, "alpha", 0.75f);
+  test::add_node(g, "Sigmoid", {"pre"}, {"y"}, "sigmoid");
+  test::add_output(g, "y", Tp::FLOAT, {M, N});
+  Model ir = import(m, {});
+  ASSERT_EQ(ir.graph->nodes.size(), 1u);
+  EXPECT_EQ(ir.graph->nodes[0].attr_int("transA", 0), 1);
+  EXPECT_EQ(ir.graph->nodes[0].attr_int("transB", 0), 1);
+  expect_fused_matches(m, {}, {{{"a", make_tensor(1, {K, M}, random_floats(static_cast<size_t>(M * K), 32, true))},
+                                {"b", make_tensor(1, {N, K}, random_floats(static_cast<size_t>(K * N), 33))}}},
+                       1e-4f, 1);
 }
 
 TEST(TileLoop, MatMulDisassemblyShowsMma) {

@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "runtime/cpu/ops/conv.h"
 #include "runtime/cpu/ops/kernel_util.h"
 #include "runtime/cpu/ops/quant_params.h"
 
@@ -422,7 +423,7 @@ void conv_float(OpContext& ctx, const ConvShape& s, const C* x, const C* w, cons
 
 }  // namespace
 
-Status kernel_Conv(OpContext& ctx) {
+Status conv_forward(OpContext& ctx, const ConvEpilogue* epilogue) {
   const TensorView* x = ctx.input(0);
   const TensorView* w = ctx.input(1);
   const TensorView* b = ctx.input(2);
@@ -436,6 +437,7 @@ Status kernel_Conv(OpContext& ctx) {
     return ctx.error(StatusCode::kInvalidArgument, "B ", dims_string(b->dims), " must have ", s.m, " elements");
   TensorView* y = nullptr;
   CUVIL_RETURN_IF_ERROR(ctx.allocate_output(0, x->dtype, s.out_dims, &y));
+  Status st;
   visit_compute_float(x->dtype, [&](auto tag) {
     using C = typename decltype(tag)::type;
     std::vector<C> xb, wb, bb;
@@ -444,10 +446,13 @@ Status kernel_Conv(OpContext& ctx) {
     const C* bp = b ? compute_data<C>(*b, &bb) : nullptr;
     ComputeOutput<C> out(y);
     conv_float<C>(ctx, s, xp, wp, bp, out.data());
+    if (epilogue) st = epilogue->apply(out.data(), s.out_dims);
     out.finish();
   });
-  return Status::ok();
+  return st;
 }
+
+Status kernel_Conv(OpContext& ctx) { return conv_forward(ctx, nullptr); }
 
 // ---- ConvInteger / QLinearConv ------------------------------------------------------------
 

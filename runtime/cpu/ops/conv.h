@@ -1,0 +1,26 @@
+// Conv's whole-tensor computation (runtime/cpu/ops/nn.cpp: im2col or direct convolution over
+// the shared GEMM, then the bias), exposed so that cuvil::FusedConv (fused_linear.cpp) runs
+// the same code as Conv and adds its epilogue while the result is still in the compute type.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "runtime/op_kernel.h"
+
+namespace cuvil::rt::ops {
+
+// Runs on the convolution result (y, dims = the output's [N, M, D1, ...]) after the bias and
+// before it is stored in the output's dtype: float for float/float16/bfloat16, double for double.
+class ConvEpilogue {
+ public:
+  virtual ~ConvEpilogue() = default;
+  virtual Status apply(float* y, const std::vector<int64_t>& dims) const = 0;
+  virtual Status apply(double* y, const std::vector<int64_t>& dims) const = 0;
+};
+
+// ONNX Conv over inputs X (0), W (1) and B (2, optional) and every Conv attribute of ctx,
+// writing output 0; epilogue (may be null) runs before the output is stored.
+Status conv_forward(OpContext& ctx, const ConvEpilogue* epilogue);
+
+}  // namespace cuvil::rt::ops

@@ -1,0 +1,253 @@
+// Whole-tensor reference kernels of cuvil::FusedMatMul and cuvil::FusedConv (ir/fused_ops.h):
+// Y = act(alpha * op(A) @ op(B) + bias + residual) and Y = act(Conv(X, W, B) + residual). The
+// products run on the shared packed GEMM (kernel_util.h's gemm, linalg.cpp) and Conv's own code
+// (conv.h, nn.cpp); this file adds only the operand checks and the epilogue, applied in the
+// compute type (float, or double for double tensors) before the output is stored.
+#include <limits>
+#include <string>
+#include <vector>
+
+#include "ir/fused_ops.h"
+#include "runtime/cpu/ops/conv.h"
+#include "runtime/cpu/ops/kernel_util.h"
+
+namespace cuvil::rt::ops {
+namespace {
+
+bool is_float_dtype(DType t) { return visit_dtype<kFloatTypes>(t, [](auto) {}); }
+
+// The activation attributes of a fused node, checked.
+struct ActivationSpec {
+  fused::Activation act = fused::Activation::None;
+  float alpha = 0.f, beta = 0.f;
+};
+
+Status read_activation(OpContext& ctx, ActivationSpec* spec) {
+  const std::string name = ctx.attrs().get_string("activation", "");
+  const auto act = fused::parse_activation(name);
+  if (!act) return ctx.error(StatusCode::kInvalidArgument, "attribute 'activation' is '", name, "', not a known activation");
+  spec->act = *act;
+  // Defaults where ir/fused_ops.h leaves them open: ONNX LeakyRelu's slope, and an unbounded
+  // clip (ONNX Clip without min/max). The passes always write both.
+  const bool clip = *act == fused::Activation::Clip;
+  spec->alpha = ctx.attrs().get_float(
+      "activation_alpha", clip ? -std::numeric_limits<float>::infinity() : 0.01f);
+  spec->beta = ctx.attrs().get_float("activation_beta", std::numeric_limits<float>::infinity());
+  return Status::ok();
+}
+
+// An epilogue operand (bias or residual) read over the output's dims.
+struct Operand {
+  const TensorView* view = nullptr;
+  std::vector<int64_t> strides;  // over the output dims, 0 where it broadcasts
+};
+
+Status epilogue_operand(OpContext& ctx, size_t index, const char* role, DType dtype,
+                        const std::vector<int64_t>& out_dims, Operand* op) {
+  const TensorView* t = ctx.input(index);
+  if (!t) return Status::ok();
+  if (t->dtype != dtype)
+    return ctx.error(StatusCode::kInvalidArgument, role, " is ", dtype_name(t->dtype), " but the output is ",
+                     dtype_name(dtype));
+  std::vector<int64_t> b;
+  if (t->dims.size() > out_dims.size() || !broadcast_shape(t->dims, out_dims, &b) || b != out_dims)
+    return ctx.error(StatusCode::kInvalidArgument, role, " ", dims_string(t->dims), " does not broadcast to the output ",
+                     dims_string(out_dims));
+  op->view = t;
+  op->strides = broadcast_strides(t->dims, out_dims);
+  return Status::ok();
+}
+
+// y = act(y + bias + residual) over y's dims, in compute type C. The operands are summed in
+// the order of the unfused graph: the accumulator, then the bias, then the residual.
+template <typename C>
+void apply_epilogue(OpContext& ctx, C* y, const std::vector<int64_t>& dims, const Operand& bias,
+                    const Operand& residual, const ActivationSpec& spec) {
+  std::vector<C> bbuf, rbuf;
+  const C* bp = bias.view ? compute_data<C>(*bias.view, &bbuf) : nullptr;
+  const C* rp = residual.view ? compute_data<C>(*residual.view, &rbuf) : nullptr;
+  const int64_t rank = static_cast<int64_t>(dims.size());
+  const int64_t inner = rank ? dims.back() : 1;
+  int64_t numel = 1;
+  for (int64_t d : dims) numel *= d;
+  if (numel == 0) return;
+  const int64_t rows = numel / inner;
+  parallel_range(ctx, rows, 16, [&](int64_t begin, int64_t end) {
+    for (int64_t row = begin; row < end; ++row) {
+      // Offsets of the row's first element in the operands (odometer over the outer dims).
+      int64_t boff = 0, roff = 0, rest = row;
+      for (int64_t d = rank - 2; d >= 0; --d) {
+        const int64_t i = rest % dims[d];
+        rest /= dims[d];
+        if (bp) boff += i * bias.strides[d];
+        if (rp) roff += i * residual.strides[d];
+      }
+      const int64_t bstep = bp && rank ? bias.strides.back() : 0;
+      const int64_t rstep = rp && rank ? residual.strides.back() : 0;
+      C* yr = y + row * inner;
+      for (int64_t j = 0; j < inner; ++j) {
+        C v = yr[j];
+        if (bp) v += bp[boff + j * bstep];
+        if (rp) v += rp[roff + j * rstep];
+        if (v != v) {
+          // NaN stays NaN, as through the unfused ONNX ops and the tile epilogue:
+          // fused::apply_activation's relu (x > 0 ? x : 0) would make it 0.
+        } else if constexpr (std::is_same_v<C, double>) {
+          // Double tensors keep double precision where the activation allows it.
+          switch (spec.act) {
+            case fused::Activation::None: break;
+            case fused::Activation::Relu: v = v > 0 ? v : 0; break;
+            case fused::Activation::Clip: v = v < spec.alpha ? spec.alpha : (v > spec.beta ? spec.beta : v); break;
+            case fused::Activation::LeakyRelu: v = v >= 0 ? v : spec.alpha * v; break;
+            default: v = fused::apply_activation(spec.act, static_cast<float>(v), spec.alpha, spec.beta);
+          }
+        } else {
+          v = fused::apply_activation(spec.act, v, spec.alpha, spec.beta);
+        }
+        yr[j] = v;
+      }
+    }
+  });
+}
+
+class FusedConvEpilogue : public ConvEpilogue {
+ public:
+  FusedConvEpilogue(OpContext& ctx, const ActivationSpec& spec, DType dtype)
+      : ctx_(ctx), spec_(spec), dtype_(dtype) {}
+  Status apply(float* y, const std::vector<int64_t>& dims) const override { return run(y, dims); }
+  Status apply(double* y, const std::vector<int64_t>& dims) const override { return run(y, dims); }
+
+ private:
+  template <typename C> Status run(C* y, const std::vector<int64_t>& dims) const {
+    Operand residual;
+    CUVIL_RETURN_IF_ERROR(epilogue_operand(ctx_, 3, "residual", dtype_, dims, &residual));
+    apply_epilogue<C>(ctx_, y, dims, Operand{}, residual, spec_);
+    return Status::ok();
+  }
+  OpContext& ctx_;
+  ActivationSpec spec_;
+  DType dtype_;
+};
+
+}  // namespace
+
+// ---- FusedMatMul ------------------------------------------------------------------------------
+
+Status kernel_FusedMatMul(OpContext& ctx) {
+  const TensorView* a = ctx.input(0);
+  const TensorView* b = ctx.input(1);
+  if (!a || !b) return ctx.error(StatusCode::kInvalidArgument, "expects inputs A and B");
+  if (ctx.num_inputs() > 4)
+    return ctx.error(StatusCode::kInvalidArgument, "has ", ctx.num_inputs(), " inputs, at most 4 (A, B, bias, residual)");
+  if (!is_float_dtype(a->dtype) || b->dtype != a->dtype)
+    return ctx.error(StatusCode::kInvalidArgument, "A and B must share a float dtype, got ", dtype_name(a->dtype),
+                     " and ", dtype_name(b->dtype));
+  bool trans[2];
+  const char* const trans_names[2] = {"transA", "transB"};
+  for (int i = 0; i < 2; ++i) {
+    const int64_t t = ctx.attrs().get_int(trans_names[i], 0);
+    if (t != 0 && t != 1)
+      return ctx.error(StatusCode::kInvalidArgument, "attribute '", trans_names[i], "' is ", t, ", must be 0 or 1");
+    trans[i] = t != 0;
+  }
+  ActivationSpec spec;
+  CUVIL_RETURN_IF_ERROR(read_activation(ctx, &spec));
+  const float alpha = ctx.attrs().get_float("alpha", 1.0f);
+
+  // op(A) and op(B) as numpy matmul operands: rank-1 A is a row, rank-1 B a column.
+  if (a->dims.empty() || b->dims.empty())
+    return ctx.error(StatusCode::kInvalidArgument, "inputs must have rank >= 1, got A ", dims_string(a->dims),
+                     " and B ", dims_string(b->dims));
+  if ((trans[0] && a->dims.size() < 2) || (trans[1] && b->dims.size() < 2))
+    return ctx.error(StatusCode::kInvalidArgument, "a transposed operand needs rank >= 2, got A ",
+                     dims_string(a->dims), " and B ", dims_string(b->dims));
+  std::vector<int64_t> ad = a->dims, bd = b->dims;  // stored dims, a vector made a matrix
+  const bool a_vec = ad.size() == 1, b_vec = bd.size() == 1;
+  if (a_vec) ad.insert(ad.begin(), 1);
+  if (b_vec) bd.push_back(1);
+  const size_t ar = ad.size(), br = bd.size();
+  const int64_t m = trans[0] ? ad[ar - 1] : ad[ar - 2], k = trans[0] ? ad[ar - 2] : ad[ar - 1];
+  const int64_t kb = trans[1] ? bd[br - 1] : bd[br - 2], n = trans[1] ? bd[br - 2] : bd[br - 1];
+  if (k != kb)
+    return ctx.error(StatusCode::kInvalidArgument, "inner dimensions differ: op(A) is ", m, "x", k, ", op(B) is ", kb,
+                     "x", n, " (A ", dims_string(a->dims), ", B ", dims_string(b->dims), ")");
+  const std::vector<int64_t> ab(ad.begin(), ad.end() - 2), bb(bd.begin(), bd.end() - 2);
+  std::vector<int64_t> batch;
+  if (!broadcast_shape(ab, bb, &batch))
+    return ctx.error(StatusCode::kInvalidArgument, "batch dimensions do not broadcast: A ", dims_string(a->dims),
+                     " and B ", dims_string(b->dims));
+  std::vector<int64_t> out_dims = batch;
+  if (!a_vec) out_dims.push_back(m);
+  if (!b_vec) out_dims.push_back(n);
+  int64_t batches = 1, out_numel = 0;
+  if (!dims_numel(batch, &batches) || !dims_numel(out_dims, &out_numel))
+    return ctx.error(StatusCode::kInvalidArgument, "output shape overflows");
+  Operand bias, residual;
+  CUVIL_RETURN_IF_ERROR(epilogue_operand(ctx, 2, "bias", a->dtype, out_dims, &bias));
+  CUVIL_RETURN_IF_ERROR(epilogue_operand(ctx, 3, "residual", a->dtype, out_dims, &residual));
+  TensorView* y = nullptr;
+  CUVIL_RETURN_IF_ERROR(ctx.allocate_output(0, a->dtype, out_dims, &y));
+
+  const std::vector<int64_t> sa = broadcast_strides(ab, batch), sb = broadcast_strides(bb, batch);
+  const int64_t lda = ad[ar - 1], ldb = bd[br - 1];
+  auto run = [&](auto tag) {
+    using C = typename decltype(tag)::type;
+    std::vector<C> abuf, bbuf;
+    const C* ap = compute_data<C>(*a, &abuf);
+    const C* bp = compute_data<C>(*b, &bbuf);
+    ComputeOutput<C> out(y);
+    C* yp = out.data();
+    // Element offsets of each output batch's A and B matrices.
+    std::vector<int64_t> offs_a(static_cast<size_t>(batches)), offs_b(static_cast<size_t>(batches));
+    std::vector<int64_t> idx(batch.size(), 0);
+    for (int64_t t = 0; t < batches; ++t) {
+      int64_t oa = 0, ob = 0;
+      for (size_t d = 0; d < batch.size(); ++d) {
+        oa += idx[d] * sa[d];
+        ob += idx[d] * sb[d];
+      }
+      offs_a[t] = oa * m * k;
+      offs_b[t] = ob * k * n;
+      for (size_t d = batch.size(); d-- > 0;) {
+        if (++idx[d] < batch[d]) break;
+        idx[d] = 0;
+      }
+    }
+    int64_t b_batch = 1;
+    for (int64_t d : bb) b_batch *= d;
+    const C calpha = static_cast<C>(alpha);
+    if (!trans[0] && b_batch == 1 && ab == batch) {
+      // As kernel_MatMul: one B and untransposed A batches stacked: one GEMM of batches * m rows.
+      gemm(&ctx, false, trans[1], batches * m, n, k, calpha, ap, lda, bp, ldb, C(0), yp, n);
+    } else if (ctx.threads() > 1 && batches >= 2 * ctx.threads()) {
+      parallel_range(ctx, batches, 1, [&](int64_t begin, int64_t end) {
+        for (int64_t t = begin; t < end; ++t)
+          gemm(nullptr, trans[0], trans[1], m, n, k, calpha, ap + offs_a[t], lda, bp + offs_b[t], ldb, C(0),
+               yp + t * m * n, n);
+      });
+    } else {
+      for (int64_t t = 0; t < batches; ++t)
+        gemm(&ctx, trans[0], trans[1], m, n, k, calpha, ap + offs_a[t], lda, bp + offs_b[t], ldb, C(0), yp + t * m * n,
+             n);
+    }
+    apply_epilogue<C>(ctx, yp, out_dims, bias, residual, spec);
+    out.finish();
+  };
+  if (a->dtype == DType::Double) run(TypeTag<double>{});
+  else run(TypeTag<float>{});
+  return Status::ok();
+}
+
+// ---- FusedConv --------------------------------------------------------------------------------
+
+Status kernel_FusedConv(OpContext& ctx) {
+  if (ctx.num_inputs() > 4)
+    return ctx.error(StatusCode::kInvalidArgument, "has ", ctx.num_inputs(), " inputs, at most 4 (X, W, B, residual)");
+  ActivationSpec spec;
+  CUVIL_RETURN_IF_ERROR(read_activation(ctx, &spec));
+  const TensorView* x = ctx.input(0);
+  const FusedConvEpilogue epilogue(ctx, spec, x ? x->dtype : DType::Float);
+  return conv_forward(ctx, &epilogue);
+}
+
+}  // namespace cuvil::rt::ops
