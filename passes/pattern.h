@@ -34,10 +34,10 @@ struct PatternNode {
   // Reduce*: reduces exactly the last axis of its input, keepdims = 1 (attribute or input form).
   bool reduce_last_axis = false;
   // "" = ONNX; "cuvil" matches a fused op an earlier rule produced (SwiGLU over cuvil::SiLU).
-  std::string domain;
+  std::string domain = "";
   // Outputs 1.. of a multi-output node (Split), each bound to a variable; the node must have
   // exactly 1 + more_outputs.size() outputs.
-  std::vector<std::string> more_outputs;
+  std::vector<std::string> more_outputs = {};
   // Concat: joins along the last axis. Split: cuts the last axis of its input into equal parts,
   // one per output; only its data input is matched (the sizes, if any, are checked).
   bool along_last_axis = false;
@@ -46,7 +46,7 @@ struct PatternNode {
   // its data input is matched. {0.5, 1} is the second half. Unset (first > last): any Slice.
   double slice_first = 1, slice_last = 0;
   // Attributes the node must carry with exactly these values (Int, Float, String kinds).
-  std::vector<PatternAttr> attrs;
+  std::vector<PatternAttr> attrs = {};
 };
 
 struct PatternConstant {

@@ -210,7 +210,7 @@ NamedInput random_input(const std::string& name, std::vector<int64_t> dims, unsi
 
 // The model after the whole pipeline (canonicalize on or skipped), and its package.
 std::vector<uint8_t> compile_idiom(const onnx::ModelProto& m, bool canonicalize, bool fuse, Model* ir_out,
-                                   const std::vector<Pattern>& user_patterns = {}) {
+                                   codegen::LoweredModel* lowered_out = nullptr) {
   std::string bytes;
   EXPECT_TRUE(m.SerializeToString(&bytes));
   frontend::ImportOptions options;
@@ -219,13 +219,14 @@ std::vector<uint8_t> compile_idiom(const onnx::ModelProto& m, bool canonicalize,
   verify_model(model);
   PipelineOptions po;
   if (!canonicalize) po.skip.insert("canonicalize");
-  po.context.user_patterns = user_patterns;
   run_passes(model, po);
   frontend::check_supported(model);
   codegen::LowerOptions lo;
   lo.fuse_elementwise = fuse;
-  std::vector<uint8_t> package = codegen::build_package(model, codegen::lower_model(model, lo));
+  codegen::LoweredModel lowered = codegen::lower_model(model, lo);
+  std::vector<uint8_t> package = codegen::build_package(model, lowered);
   if (ir_out) *ir_out = std::move(model);
+  if (lowered_out) *lowered_out = std::move(lowered);
   return package;
 }
 
@@ -295,6 +296,17 @@ TEST(Canonicalize, SiLUTimesUpBecomesSwiGLU) {
   EXPECT_EQ(h.count("SiLU"), 0u) << "the SiLU the first rule made is folded into the SwiGLU";
   EXPECT_EQ(h.count("Mul"), 0u);
   EXPECT_EQ(h.at("MatMul"), 3);
+  // The SwiGLU (named after the Mul it replaced) joins a projection MatMul's tile kernel
+  // as an epilogue, and SiLU alone joins the gate's.
+  codegen::LoweredModel lowered;
+  compile_idiom(silu_model(true), true, true, nullptr, &lowered);
+  bool swiglu_in_kernel = false;
+  for (const auto& nodes : lowered.kernel_nodes)
+    swiglu_in_kernel |= nodes.size() > 1 && nodes.back() == "Mul_4";
+  EXPECT_TRUE(swiglu_in_kernel);
+  compile_idiom(silu_model(false), true, true, nullptr, &lowered);
+  ASSERT_EQ(lowered.kernel_nodes.size(), 1u);
+  EXPECT_EQ(lowered.kernel_nodes[0], (std::vector<std::string>{"MatMul_0", "Mul_2"}));
 }
 
 // x * Sigmoid(1.702 x) is quick GELU, not SiLU: no built-in rule takes it.

@@ -39,12 +39,12 @@ std::vector<float> random_values(size_t n, unsigned seed) {
 Attribute attr_int(int64_t v) { Attribute a; a.kind = Attribute::Kind::Int; a.i = v; return a; }
 Attribute attr_float(float v) { Attribute a; a.kind = Attribute::Kind::Float; a.f = v; return a; }
 
-struct Run {
+struct KernelRun {
   Node node;
   std::vector<rt::TensorView> views;
-  std::unique_ptr<testing::HeapOpContext> ctx;
+  std::unique_ptr<cuvil::testing::HeapOpContext> ctx;
   rt::Status st;
-  Run(const std::string& op, std::vector<const F32*> ins, std::map<std::string, Attribute> attrs = {}) {
+  KernelRun(const std::string& op, std::vector<const F32*> ins, std::map<std::string, Attribute> attrs = {}) {
     node.op_type = op;
     node.domain = "cuvil";
     node.opset = 1;
@@ -54,10 +54,10 @@ struct Run {
     views.reserve(ins.size());
     std::vector<const rt::TensorView*> ptrs;
     for (const F32* t : ins) {
-      views.push_back(testing::view_of(t->d));
+      views.push_back(cuvil::testing::view_of(t->d));
       ptrs.push_back(&views.back());
     }
-    ctx = std::make_unique<testing::HeapOpContext>(node, ptrs, 1);
+    ctx = std::make_unique<cuvil::testing::HeapOpContext>(node, ptrs, 1);
     rt::OpKernelFn fn = rt::find_op_kernel("cuvil", op);
     if (!fn) {
       st = rt::Status(rt::StatusCode::kUnsupported, "no kernel for cuvil::" + op);
@@ -73,7 +73,7 @@ struct Run {
   const std::vector<int64_t>& dims() const { return ctx->output(0).dims; }
 };
 
-void expect_close(const Run& r, const std::vector<double>& expected) {
+void expect_close(const KernelRun& r, const std::vector<double>& expected) {
   ASSERT_TRUE(r.st.is_ok()) << r.st.message();
   ASSERT_EQ(r.ctx->output(0).numel(), static_cast<int64_t>(expected.size()));
   for (size_t i = 0; i < expected.size(); ++i)
@@ -82,10 +82,10 @@ void expect_close(const Run& r, const std::vector<double>& expected) {
 
 double sigmoid(double x) { return 1.0 / (1.0 + std::exp(-x)); }
 
-#define EXPECT_STATUS(run, code, substr)                                              \
+#define EXPECT_STATUS(run, kc, substr)                                              \
   do {                                                                                \
-    const Run& r_ = (run);                                                            \
-    EXPECT_EQ(r_.st.code(), rt::StatusCode::code) << r_.st.message();                 \
+    const KernelRun& r_ = (run);                                                            \
+    EXPECT_EQ(r_.st.code(), rt::StatusCode::kc) << r_.st.message();                 \
     EXPECT_NE(r_.st.message().find(substr), std::string::npos) << r_.st.message();    \
     EXPECT_NE(r_.st.message().find("fused_node"), std::string::npos) << r_.st.message(); \
   } while (0)
@@ -97,7 +97,7 @@ TEST(FusedPointwiseKernel, RMSNormLastAxis) {
   F32 x({2, 3, d}, random_values(rows * d, 1));
   F32 w({d}, random_values(d, 2));
   const float eps = 1e-6f;
-  Run r("RMSNorm", {&x, &w}, {{"epsilon", attr_float(eps)}});
+  KernelRun r("RMSNorm", {&x, &w}, {{"epsilon", attr_float(eps)}});
   std::vector<double> expected;
   for (int64_t o = 0; o < rows; ++o) {
     double ms = 0;
@@ -113,7 +113,7 @@ TEST(FusedPointwiseKernel, RMSNormTwoAxesBroadcastScale) {
   // axis = -2 normalises over [3, 4]; the scale [4] broadcasts over both (default epsilon).
   F32 x({2, 3, 4}, random_values(24, 3));
   F32 w({4}, random_values(4, 4));
-  Run r("RMSNorm", {&x, &w}, {{"axis", attr_int(-2)}});
+  KernelRun r("RMSNorm", {&x, &w}, {{"axis", attr_int(-2)}});
   std::vector<double> expected;
   for (int64_t o = 0; o < 2; ++o) {
     double ms = 0;
@@ -127,12 +127,12 @@ TEST(FusedPointwiseKernel, RMSNormTwoAxesBroadcastScale) {
 TEST(FusedPointwiseKernel, SiLUWithAlpha) {
   F32 x({3, 5}, random_values(15, 5));
   for (float alpha : {1.0f, 1.702f}) {
-    Run r("SiLU", {&x}, {{"alpha", attr_float(alpha)}});
+    KernelRun r("SiLU", {&x}, {{"alpha", attr_float(alpha)}});
     std::vector<double> expected;
     for (int64_t i = 0; i < 15; ++i) expected.push_back(x.at(i) * sigmoid(double(alpha) * x.at(i)));
     expect_close(r, expected);
   }
-  Run plain("SiLU", {&x});  // alpha defaults to 1
+  KernelRun plain("SiLU", {&x});  // alpha defaults to 1
   std::vector<double> expected;
   for (int64_t i = 0; i < 15; ++i) expected.push_back(x.at(i) * sigmoid(x.at(i)));
   expect_close(plain, expected);
@@ -142,7 +142,7 @@ TEST(FusedPointwiseKernel, SwiGLUBroadcasts) {
   // G [2, 1, 4] and U [3, 1]: numpy broadcasting gives [2, 3, 4].
   F32 g({2, 1, 4}, random_values(8, 6));
   F32 u({3, 1}, random_values(3, 7));
-  Run r("SwiGLU", {&g, &u});
+  KernelRun r("SwiGLU", {&g, &u});
   std::vector<double> expected;
   for (int64_t a = 0; a < 2; ++a)
     for (int64_t b = 0; b < 3; ++b)
@@ -161,7 +161,7 @@ TEST(FusedPointwiseKernel, RotaryHalfAndInterleaved) {
   F32 c({s, d}, random_values(s * d, 9));
   F32 sn({s, d}, random_values(s * d, 10));
   for (int64_t interleaved : {0, 1}) {
-    Run r("Rotary", {&x, &c, &sn}, {{"interleaved", attr_int(interleaved)}});
+    KernelRun r("Rotary", {&x, &c, &sn}, {{"interleaved", attr_int(interleaved)}});
     std::vector<double> expected;
     for (int64_t i = 0; i < b; ++i)
       for (int64_t p = 0; p < s; ++p)
@@ -180,13 +180,13 @@ TEST(FusedPointwiseKernel, RotaryHalfAndInterleaved) {
 TEST(FusedPointwiseKernel, EmptyTensors) {
   F32 x({0, 4}, {});
   F32 w({4}, {1, 1, 1, 1});
-  Run rms("RMSNorm", {&x, &w});
+  KernelRun rms("RMSNorm", {&x, &w});
   EXPECT_TRUE(rms.st.is_ok()) << rms.st.message();
-  Run silu("SiLU", {&x});
+  KernelRun silu("SiLU", {&x});
   EXPECT_TRUE(silu.st.is_ok()) << silu.st.message();
-  Run swiglu("SwiGLU", {&x, &w});
+  KernelRun swiglu("SwiGLU", {&x, &w});
   EXPECT_TRUE(swiglu.st.is_ok()) << swiglu.st.message();
-  Run rot("Rotary", {&x, &w, &w});
+  KernelRun rot("Rotary", {&x, &w, &w});
   EXPECT_TRUE(rot.st.is_ok()) << rot.st.message();
 }
 
@@ -198,17 +198,17 @@ TEST(FusedPointwiseKernel, BadInputs) {
   F32 c5({5}, random_values(5, 13));
   F32 scalar({}, {1.f});
 
-  EXPECT_STATUS(Run("SiLU", {&f16}), kUnsupported, "input X is float16; the CPU kernel takes float32 only");
-  EXPECT_STATUS(Run("SwiGLU", {&x, &f16}), kUnsupported, "input U is float16");
-  EXPECT_STATUS(Run("RMSNorm", {&x, &w3}), kInvalidArgument, "scale [3] does not broadcast to the normalised dims [4]");
-  EXPECT_STATUS(Run("RMSNorm", {&x, &w3}, {{"axis", attr_int(2)}}), kInvalidArgument, "axis 2 is out of range for rank 2");
-  EXPECT_STATUS(Run("RMSNorm", {&x, &x}, {{"epsilon", attr_float(-1.f)}}), kInvalidArgument, "epsilon -1 is negative");
-  EXPECT_STATUS(Run("SwiGLU", {&x, &w3}), kInvalidArgument, "G [2,4] and U [3] do not broadcast");
-  EXPECT_STATUS(Run("Rotary", {&odd, &odd, &odd}), kInvalidArgument, "X [2,3] has an odd last dim");
-  EXPECT_STATUS(Run("Rotary", {&x, &c5, &x}), kInvalidArgument, "cos [5] does not broadcast to X [2,4]");
-  EXPECT_STATUS(Run("Rotary", {&x, &x, &w3}), kInvalidArgument, "sin [3] does not broadcast to X [2,4]");
-  EXPECT_STATUS(Run("Rotary", {&scalar, &scalar, &scalar}), kInvalidArgument, "X is a scalar");
-  EXPECT_STATUS(Run("Rotary", {&x, &x, &x}, {{"interleaved", attr_int(2)}}), kInvalidArgument,
+  EXPECT_STATUS(KernelRun("SiLU", {&f16}), kUnsupported, "input X is float16; the CPU kernel takes float32 only");
+  EXPECT_STATUS(KernelRun("SwiGLU", {&x, &f16}), kUnsupported, "input U is float16");
+  EXPECT_STATUS(KernelRun("RMSNorm", {&x, &w3}), kInvalidArgument, "scale [3] does not broadcast to the normalised dims [4]");
+  EXPECT_STATUS(KernelRun("RMSNorm", {&x, &w3}, {{"axis", attr_int(2)}}), kInvalidArgument, "axis 2 is out of range for rank 2");
+  EXPECT_STATUS(KernelRun("RMSNorm", {&x, &x}, {{"epsilon", attr_float(-1.f)}}), kInvalidArgument, "epsilon -1 is negative");
+  EXPECT_STATUS(KernelRun("SwiGLU", {&x, &w3}), kInvalidArgument, "G [2,4] and U [3] do not broadcast");
+  EXPECT_STATUS(KernelRun("Rotary", {&odd, &odd, &odd}), kInvalidArgument, "X [2,3] has an odd last dim");
+  EXPECT_STATUS(KernelRun("Rotary", {&x, &c5, &x}), kInvalidArgument, "cos [5] does not broadcast to X [2,4]");
+  EXPECT_STATUS(KernelRun("Rotary", {&x, &x, &w3}), kInvalidArgument, "sin [3] does not broadcast to X [2,4]");
+  EXPECT_STATUS(KernelRun("Rotary", {&scalar, &scalar, &scalar}), kInvalidArgument, "X is a scalar");
+  EXPECT_STATUS(KernelRun("Rotary", {&x, &x, &x}, {{"interleaved", attr_int(2)}}), kInvalidArgument,
                 "interleaved is 2, must be 0 or 1");
-  EXPECT_STATUS(Run("Rotary", {&x, &x}), kInvalidArgument, "input 2 is missing");
+  EXPECT_STATUS(KernelRun("Rotary", {&x, &x}), kInvalidArgument, "input 2 is missing");
 }

@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstring>
 #include <random>
 
 #include "options/compile_options.h"
@@ -67,6 +68,16 @@ std::vector<float> run(const std::vector<uint8_t>& package, const std::vector<fl
   return test::output<float>(s.get(), 0);
 }
 
+int count_tile_opcode(const rt::Program& p, rt::TileOpcode op) {
+  int n = 0;
+  for (const rt::TileKernel& k : p.kernels)
+    for (size_t pc = 0; pc < k.body.size();) {
+      if (k.body[pc] == static_cast<uint32_t>(op)) ++n;
+      pc += 1 + std::strlen(rt::tile_opcode_operands(static_cast<rt::TileOpcode>(k.body[pc])));
+    }
+  return n;
+}
+
 CompileOptions shipped(const char* name) {
   return load_config_file(std::string(CUVIL_SOURCE_DIR) + "/configs/" + name);
 }
@@ -95,6 +106,8 @@ TEST(QuickGeluConfigs, FuseAndSiLURewriteAgreeWithUnfused) {
   EXPECT_FLOAT_EQ(n.attr_float("alpha", 0), 1.702f);
   ASSERT_EQ(silu.lowered.kernel_nodes.size(), 1u);
   EXPECT_EQ(silu.lowered.kernel_nodes[0].size(), 2u);
+  EXPECT_EQ(count_tile_opcode(silu.lowered.program, rt::TileOpcode::Silu), 1);
+  EXPECT_EQ(count_tile_opcode(fused.lowered.program, rt::TileOpcode::Silu), 0);
 
   // ... and as a whole-tensor kernel call, with fusion off.
   CompileOptions silu_unfused = shipped("quick_gelu_silu.yaml");
