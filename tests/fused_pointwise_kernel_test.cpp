@@ -198,8 +198,8 @@ TEST(FusedPointwiseKernel, BadInputs) {
   F32 c5({5}, random_values(5, 13));
   F32 scalar({}, {1.f});
 
-  EXPECT_STATUS(KernelRun("SiLU", {&f16}), kUnsupported, "input X is float16; the CPU kernel takes float32 only");
-  EXPECT_STATUS(KernelRun("SwiGLU", {&x, &f16}), kUnsupported, "input U is float16");
+  EXPECT_STATUS(KernelRun("SiLU", {&f16}), kUnsupported, "input X is f16; the CPU kernel takes float32 only");
+  EXPECT_STATUS(KernelRun("SwiGLU", {&x, &f16}), kUnsupported, "input U is f16");
   EXPECT_STATUS(KernelRun("RMSNorm", {&x, &w3}), kInvalidArgument, "scale [3] does not broadcast to the normalised dims [4]");
   EXPECT_STATUS(KernelRun("RMSNorm", {&x, &w3}, {{"axis", attr_int(2)}}), kInvalidArgument, "axis 2 is out of range for rank 2");
   EXPECT_STATUS(KernelRun("RMSNorm", {&x, &x}, {{"epsilon", attr_float(-1.f)}}), kInvalidArgument, "epsilon -1 is negative");
