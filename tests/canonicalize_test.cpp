@@ -403,11 +403,11 @@ TEST(Canonicalize, SameTypeCastIsRemoved) {
 enum class RotaryForm { Slices, SlicesToIntMax, Split, SwappedHalves };
 
 // q * cos + rotate_half(q) * sin (GPT-NeoX, HF LLaMA), q: f32[batch, 4, 5, 8], cos/sin [1, 1, 5, 8].
-onnx::ModelProto rotary_model(RotaryForm form) {
+onnx::ModelProto rotary_model(RotaryForm form, int64_t cos_batch = 1) {
   onnx::ModelProto m = test::make_model(13);
   auto* g = m.mutable_graph();
   test::add_input(g, "q", Tp::FLOAT, {"batch", 4, 5, 8});
-  test::add_input(g, "cos", Tp::FLOAT, {1, 1, 5, 8});
+  test::add_input(g, "cos", Tp::FLOAT, {cos_batch, 1, 5, 8});
   test::add_input(g, "sin", Tp::FLOAT, {1, 1, 5, 8});
   test::add_output(g, "y", Tp::FLOAT, {"batch", 4, 5, 8});
   test::add_node(g, "Mul", {"q", "cos"}, {"a"});
@@ -447,6 +447,42 @@ TEST(Canonicalize, RotateHalfBecomesCuvilRotary) {
     const auto h = expect_rewrite_exact(rotary_model(form), inputs);
     EXPECT_EQ(h.at("Rotary"), 1);
   }
+}
+
+// cos [2, 1, 5, 8] over q [batch, 4, 5, 8]: cos is not known to broadcast onto q (it would
+// fix batch at 2 or widen q), so Rotary, whose output has q's shape, may not replace it.
+TEST(Canonicalize, CosThatMayWidenXIsNotRotary) {
+  const auto h = op_histogram(test::import_for_codegen(rotary_model(RotaryForm::Slices, 2), {"batch=1:4"}));
+  EXPECT_EQ(h.count("Rotary"), 0u);
+  EXPECT_EQ(h.at("Concat"), 1);
+}
+
+// Malformed rules are reported before use, naming the pattern.
+TEST(Canonicalize, CheckPatternReportsTheNewConstraints) {
+  Pattern p;
+  p.name = "p";
+  PatternNode split{"Split", {"x"}, "a"};
+  split.more_outputs = {"a"};
+  p.nodes = {split};
+  p.root = "a";
+  p.action = Pattern::Action::Keep;
+  EXPECT_EQ(check_pattern(p), "pattern 'p': variable 'a' is the output of two nodes");
+  p.nodes[0].more_outputs = {"b"};
+  p.nodes[0].attrs = {{PatternAttr::Kind::FloatOfConstant, "axis", 0, 0, "k"}};
+  EXPECT_EQ(check_pattern(p), "pattern 'p': node attribute 'axis' must be a plain value");
+  p.nodes[0].attrs.clear();
+  p.broadcasting = {"c"};
+  p.broadcast_onto = "x";
+  EXPECT_EQ(check_pattern(p), "pattern 'p': 'c' is not a variable of the match");
+  p.broadcasting.clear();
+  p.root_shape_of = "z";
+  EXPECT_EQ(check_pattern(p), "pattern 'p': 'z' is not a variable of the match");
+  p.root_shape_of = "x";
+  PatternNode silu{"SiLU", {"x"}, "s"};
+  p.nodes.push_back(silu);
+  EXPECT_EQ(check_pattern(p), "pattern 'p': unknown op 'SiLU'") << "SiLU is no ONNX op";
+  p.nodes.back().domain = "cuvil";
+  EXPECT_EQ(check_pattern(p), "");
 }
 
 // concat(x1, -x2) is not rotate_half: the graph stays as it is.
