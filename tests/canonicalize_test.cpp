@@ -309,6 +309,33 @@ TEST(Canonicalize, SiLUTimesUpBecomesSwiGLU) {
   EXPECT_EQ(lowered.kernel_nodes[0], (std::vector<std::string>{"MatMul_0", "Mul_2"}));
 }
 
+// The Silu tile instruction and the SwiGLU tile function compute what the whole-tensor kernels
+// do, bit for bit (the same float expressions), over two inputs g, u: f32[batch, 5].
+TEST(Canonicalize, TileSiLUAndSwiGLUMatchTheirKernelsBitForBit) {
+  for (bool swiglu : {false, true}) {
+    SCOPED_TRACE(swiglu ? "SwiGLU" : "SiLU");
+    onnx::ModelProto m = test::make_model(13);
+    auto* g = m.mutable_graph();
+    test::add_input(g, "g", Tp::FLOAT, {"batch", 5});
+    test::add_input(g, "u", Tp::FLOAT, {"batch", 5});
+    test::add_output(g, "y", Tp::FLOAT, {"batch", 5});
+    test::add_node(g, "Sigmoid", {"g"}, {"s"});
+    test::add_node(g, "Mul", {"g", "s"}, {swiglu ? "a" : "y"});
+    if (swiglu) test::add_node(g, "Mul", {"a", "u"}, {"y"});
+    const std::vector<NamedInput> inputs = {random_input("g", {4, 5}, 11), random_input("u", {4, 5}, 12)};
+    Model ir;
+    codegen::LoweredModel lowered;
+    const std::vector<float> tile = run_package(compile_idiom(m, true, true, &ir, &lowered), inputs);
+    const std::vector<float> kernel = run_package(compile_idiom(m, true, false, nullptr), inputs);
+    ASSERT_EQ(ir.graph->nodes.size(), 1u);
+    EXPECT_EQ(ir.graph->nodes[0].op_type, swiglu ? "SwiGLU" : "SiLU");
+    EXPECT_EQ(lowered.fused_kernels, 1);
+    ASSERT_EQ(tile.size(), 20u);
+    ASSERT_EQ(kernel.size(), 20u);
+    for (size_t i = 0; i < tile.size(); ++i) EXPECT_EQ(bits_of(tile[i]), bits_of(kernel[i])) << "element " << i;
+  }
+}
+
 // x * Sigmoid(1.702 x) is quick GELU, not SiLU: no built-in rule takes it.
 TEST(Canonicalize, QuickGeluIsNotBuiltIn) {
   onnx::ModelProto m = test::make_model(13);
