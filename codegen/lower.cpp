@@ -31,13 +31,18 @@ std::optional<rt::UnaryFn> tile_unary(const Node& n) {
 #undef CUVIL_TILE_UNARY
   return std::nullopt;
 }
-std::optional<rt::BinaryFn> tile_binary(const std::string& op) {
+// Table rows name ONNX ops plainly and cuvil's fused ops as cuvil::Op (runtime/isa.def).
+std::optional<rt::BinaryFn> tile_binary(const Node& n) {
+  const std::string op = n.domain.empty() ? n.op_type : n.domain + "::" + n.op_type;
 #define CUVIL_TILE_BINARY(name, onnx) \
   if (op == #onnx) return rt::BinaryFn::name;
 #include "runtime/isa.def"
 #undef CUVIL_TILE_BINARY
   return std::nullopt;
 }
+
+// cuvil::SiLU: the Silu tile instruction, which carries its alpha.
+bool is_tile_silu(const Node& n) { return n.domain == "cuvil" && n.op_type == "SiLU"; }
 
 uint32_t float_bits(float f) {
   uint32_t u;
@@ -397,8 +402,8 @@ class Lowerer {
         if (!broadcastable(shape_of(g, in), domain)) return false;
       return is_f32(g, n.inputs[1]) && is_f32(g, n.inputs[2]);
     }
-    const bool unary = tile_unary(n).has_value();
-    const bool binary = tile_binary(n.op_type).has_value() && n.inputs.size() == 2;
+    const bool unary = (n.domain.empty() && tile_unary(n).has_value()) || (is_tile_silu(n) && n.inputs.size() == 1);
+    const bool binary = tile_binary(n).has_value() && n.inputs.size() == 2;
     const bool clip = n.op_type == "Clip";
     if (!unary && !binary && !clip) return false;
     if (n.op_type == "Identity" && n.inputs.size() != 1) return false;
@@ -552,7 +557,7 @@ class Lowerer {
     if (op_flags(n.op) & kControlFlow) return "";
     if (opt_.keep_unfused.count(n.name)) return "a keep pattern names it";
     if (!opt_.fuse_elementwise) return "fusion is off (--no-fusion)";
-    const bool has_form = tile_unary(n) || tile_binary(n.op_type) || n.op_type == "Clip" || n.op == OpKind::Cast ||
+    const bool has_form = (n.domain.empty() && tile_unary(n)) || is_tile_silu(n) || tile_binary(n) || n.op_type == "Clip" || n.op == OpKind::Cast ||
                           n.op == OpKind::Expand || n.op == OpKind::ConstantOfShape || n.op == OpKind::Where ||
                           n.op == OpKind::Reshape || n.op == OpKind::Flatten || n.op == OpKind::Squeeze ||
                           n.op == OpKind::Unsqueeze;
@@ -719,10 +724,13 @@ class Lowerer {
       } else if (n.op_type == "Cast") {  // rounds through the target dtype (tile_kernels.h)
         k.body.insert(k.body.end(), {static_cast<uint32_t>(rt::TileOpcode::Cast), r, ops[0],
                                      static_cast<uint32_t>(g.value(n.outputs[0]).dtype)});
+      } else if (is_tile_silu(n)) {
+        const float alpha = n.attr_float("alpha", 1.0f);
+        k.body.insert(k.body.end(), {static_cast<uint32_t>(rt::TileOpcode::Silu), r, ops[0], float_bits(alpha)});
       } else if (auto u = tile_unary(n)) {
         k.body.insert(k.body.end(), {static_cast<uint32_t>(rt::TileOpcode::Unary), static_cast<uint32_t>(*u), r, ops[0]});
       } else {
-        auto b = tile_binary(n.op_type);
+        auto b = tile_binary(n);
         k.body.insert(k.body.end(), {static_cast<uint32_t>(rt::TileOpcode::Binary), static_cast<uint32_t>(*b), r, ops[0], ops[1]});
       }
       reg_of[n.outputs[0]] = r;

@@ -19,26 +19,40 @@
 
 namespace cuvil {
 
-struct PatternNode {
-  std::string op;                   // op type in the default domain
-  std::vector<std::string> inputs;  // variable names
-  std::string output;               // variable bound to the node's only output
-  // Reduce*: reduces exactly the last axis of its input, keepdims = 1 (attribute or input form).
-  bool reduce_last_axis = false;
-};
-
-struct PatternConstant {
-  bool any_value = false;  // any constant whose elements are all equal (e.g. an epsilon)
-  double value = 0;
-  double tolerance = 0;    // relative: |x - value| <= tolerance * max(1, |value|)
-};
-
 struct PatternAttr {
   enum class Kind { Int, Float, String, FloatOfConstant } kind = Kind::Int;
   std::string name;
   int64_t i = 0;
   double f = 0;
   std::string s;  // the string, or for FloatOfConstant the constant variable whose value it takes
+};
+
+struct PatternNode {
+  std::string op;                   // op type in `domain`
+  std::vector<std::string> inputs;  // variable names
+  std::string output;               // variable bound to the node's output 0
+  // Reduce*: reduces exactly the last axis of its input, keepdims = 1 (attribute or input form).
+  bool reduce_last_axis = false;
+  // "" = ONNX; "cuvil" matches a fused op an earlier rule produced (SwiGLU over cuvil::SiLU).
+  std::string domain = "";
+  // Outputs 1.. of a multi-output node (Split), each bound to a variable; the node must have
+  // exactly 1 + more_outputs.size() outputs.
+  std::vector<std::string> more_outputs = {};
+  // Concat: joins along the last axis. Split: cuts the last axis of its input into equal parts,
+  // one per output; only its data input is matched (the sizes, if any, are checked).
+  bool along_last_axis = false;
+  // Slice: takes [first * D, last * D) of the last axis (length D, a known constant) of its
+  // input, step 1, from constant starts/ends/axes/steps (or the opset < 10 attributes); only
+  // its data input is matched. {0.5, 1} is the second half. Unset (first > last): any Slice.
+  double slice_first = 1, slice_last = 0;
+  // Attributes the node must carry with exactly these values (Int, Float, String kinds).
+  std::vector<PatternAttr> attrs = {};
+};
+
+struct PatternConstant {
+  bool any_value = false;  // any constant whose elements are all equal (e.g. an epsilon)
+  double value = 0;
+  double tolerance = 0;    // relative: |x - value| <= tolerance * max(1, |value|)
 };
 
 struct Pattern {
@@ -51,9 +65,17 @@ struct Pattern {
   // Variables that must be 1-D with the length of the last axis of `last_axis_of`.
   std::vector<std::string> last_axis_vectors;
   std::string last_axis_of;
+  // Variables that broadcast (numpy) onto `broadcast_onto`'s shape without changing it (every
+  // dim 1 or equal), e.g. Rotary's cos and sin onto x.
+  std::vector<std::string> broadcasting;
+  std::string broadcast_onto;
+  // When set, the root's value has exactly this variable's shape (an epsilon or a weight of
+  // higher rank would otherwise widen the result the rewrite promises to keep).
+  std::string root_shape_of;
   std::string root;  // output variable of the node that anchors the match
   // The replacement: one node of `op` in `rewrite_domain` ("" = ONNX, written against `opset`;
-  // "cuvil" = an internal op of ir/fused_ops.h, opset 1) whose output is the root's value.
+  // "cuvil" = an internal op of ir/fused_ops.h, opset 1) whose output is the root's value. A
+  // rewrite to a cuvil op applies to float32 roots only: their CPU kernels take float32.
   std::string rewrite_domain;
   std::string rewrite_op;
   int rewrite_opset = 0;

@@ -17,6 +17,13 @@ ValueId pass_through_input(const Graph& g, const Node& n) {
   if (n.inputs.empty() || n.inputs[0] == kNoValue || n.outputs.empty() || n.outputs[0] == kNoValue)
     return kNoValue;
   if (n.op == OpKind::Identity && n.inputs.size() == 1 && n.outputs.size() == 1) return n.inputs[0];
+  // A Cast to the type its input already has (torch's .to(torch.float32) on a float32 model).
+  if (n.op == OpKind::Cast && n.inputs.size() == 1 && n.outputs.size() == 1) {
+    const DType from = g.value(n.inputs[0]).dtype;
+    return from != DType::Undefined && n.attrs.count("to") && static_cast<int64_t>(from) == n.attr_int("to", 0)
+               ? n.inputs[0]
+               : kNoValue;
+  }
   if (n.op != OpKind::Dropout) return kNoValue;
   for (size_t i = 1; i < n.outputs.size(); ++i)
     if (n.outputs[i] != kNoValue && uses_of(g, n.outputs[i]).any()) return kNoValue;

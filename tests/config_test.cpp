@@ -143,7 +143,7 @@ TEST(Config, Files) {
 
 // Every example in configs/ parses: they are documentation and must stay true.
 TEST(Config, ShippedExamplesParse) {
-  for (const char* name : {"example.yaml"}) {
+  for (const char* name : {"example.yaml", "quick_gelu_fuse.yaml", "quick_gelu_silu.yaml"}) {
     const std::string path = std::string(CUVIL_SOURCE_DIR) + "/configs/" + name;
     EXPECT_NO_THROW(load_config_file(path)) << path;
   }

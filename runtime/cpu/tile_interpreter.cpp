@@ -152,6 +152,10 @@ CUVIL_TILE_CLONES void run_binary(BinaryFn f, float* d, const float* a, const fl
       return;
     case BinaryFn::Pow: for (int64_t i = 0; i < n; ++i) d[i] = std::pow(a[i], b[i]); return;
     case BinaryFn::PRelu: for (int64_t i = 0; i < n; ++i) d[i] = a[i] < 0.f ? a[i] * b[i] : a[i]; return;
+    // The expression of kernel_SwiGLU (runtime/cpu/ops/fused_pointwise.cpp), bit for bit.
+    case BinaryFn::SwiGLU:
+      for (int64_t i = 0; i < n; ++i) d[i] = a[i] * (1.f / (1.f + std::exp(-a[i]))) * b[i];
+      return;
     case BinaryFn::kCount: return;
   }
 }
@@ -300,6 +304,14 @@ class KernelRun {
             using T = typename decltype(tag)::type;
             for (int64_t e = 0; e < count; ++e) d[e] = convert<float>(convert<T>(x[e]));
           });
+          break;
+        }
+        case TileOpcode::Silu: {  // as kernel_SiLU (runtime/cpu/ops/fused_pointwise.cpp)
+          float alpha;
+          std::memcpy(&alpha, &in.a[2], sizeof alpha);
+          float* d = R(in.a[0]);
+          const float* x = R(in.a[1]);
+          for (int64_t e = 0; e < count; ++e) d[e] = x[e] * (1.f / (1.f + std::exp(-(alpha * x[e]))));
           break;
         }
         case TileOpcode::kCount: break;
