@@ -115,7 +115,7 @@ class Matcher {
 
   bool constant_is(ValueId v, const PatternConstant& c) const {
     const Value& value = g_.value(v);
-    if (!value.data || value.data->numel() < 1 || !is_float(value.data->dtype) && !dtype_is_integer(value.data->dtype))
+    if (!value.data || value.data->numel() < 1 || (!is_float(value.data->dtype) && !dtype_is_integer(value.data->dtype)))
       return false;
     const double expected = c.any_value ? value.data->float_at(0) : c.value;
     const double tol = c.tolerance * std::max(1.0, std::fabs(expected));

@@ -309,7 +309,7 @@ TEST(ConfigPatterns, FuseKeepAndRewriteReachTheCompile) {
   EXPECT_EQ(r.out.find("Sigmoid<"), r.out.find("HardSigmoid<") + 4) << r.out;
 }
 
-// a = x + 1; y = a * Sigmoid(a): `a` has two readers, so the greedy rule makes two kernels
+// a = x + 1; y = a * Tanh(a): `a` has two readers, so the greedy rule makes two kernels
 // (storing `a`); a fuse request naming all three nodes keeps `a` in a register of one kernel.
 TEST(ConfigPatterns, FuseRequestKeepsADiamondInOneKernel) {
   test::TempDir dir;
@@ -319,14 +319,14 @@ TEST(ConfigPatterns, FuseRequestKeepsADiamondInOneKernel) {
   test::add_output(g, "y", onnx::TensorProto::FLOAT, {2, 8});
   *g->add_initializer() = test::make_float_tensor("one", {}, {1.0f});
   test::add_node(g, "Add", {"x", "one"}, {"a"}, "add");
-  test::add_node(g, "Sigmoid", {"a"}, {"s"}, "sig");
+  test::add_node(g, "Tanh", {"a"}, {"s"}, "tanh");
   test::add_node(g, "Mul", {"a", "s"}, {"y"}, "mul");
   const std::string model = test::write_model(dir.path(), m, "m.onnx");
   const std::string cfg = dir.file("c.yaml"), report = dir.file("r.json");
   auto kernels = [&](bool with_request) {
-    std::ofstream(cfg) << (with_request ? "patterns:\n  - name: silu_of_sum\n    action: fuse\n    match:\n"
+    std::ofstream(cfg) << (with_request ? "patterns:\n  - name: x_tanh_x\n    action: fuse\n    match:\n"
                                           "      - {op: Add, inputs: [x, c], output: a}\n"
-                                          "      - {op: Sigmoid, inputs: [a], output: s}\n"
+                                          "      - {op: Tanh, inputs: [a], output: s}\n"
                                           "      - {op: Mul, inputs: [a, s], output: y}\n"
                                         : "version: 1\n");
     test::RunResult r = test::run_tool(dir.path(), CUVIL_CUVILC,

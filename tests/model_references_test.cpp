@@ -34,7 +34,7 @@ using test::TempDir;
 // The rewriting passes (passes/passes.def): the ones whose output computes the same values by
 // other ops. "Without rewrites" compiles with `--skip-pass` for each of them; add a pass here
 // when it joins the pipeline.
-const char* const kRewritePasses[] = {"canonicalize"};
+const char* const kRewritePasses[] = {"canonicalize", "fuse-attention", "fold-batch-norm", "fuse-epilogues"};
 
 constexpr double kRtol = 1e-4;
 constexpr double kAtol = 1e-4;
