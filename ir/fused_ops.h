@@ -51,6 +51,8 @@ namespace cuvil::fused {
 //   "silu"       x * sigmoid(x)        "gelu"      0.5 x (1 + erf(x / sqrt 2))
 //   "gelu_tanh"  0.5 x (1 + tanh(sqrt(2 / pi) (x + 0.044715 x^3)))
 //   "leaky_relu" x >= 0 ? x : alpha x
+// activation_alpha / activation_beta default to ONNX's: clip (-inf, +inf), leaky_relu slope
+// 0.01. NaN propagates through every activation.
 #define CUVIL_FUSED_ACTIVATIONS(X) \
   X(None, "")                      \
   X(Relu, "relu")                  \
@@ -90,7 +92,7 @@ inline const char* activation_name(Activation a) {
 inline float apply_activation(Activation a, float x, float alpha, float beta) {
   switch (a) {
     case Activation::None: return x;
-    case Activation::Relu: return x > 0.0f ? x : 0.0f;
+    case Activation::Relu: return x != x ? x : (x > 0.0f ? x : 0.0f);  // NaN propagates, as ONNX Relu
     case Activation::Clip: return x < alpha ? alpha : (x > beta ? beta : x);
     case Activation::Sigmoid: return 1.0f / (1.0f + std::exp(-x));
     case Activation::Tanh: return std::tanh(x);

@@ -90,8 +90,8 @@ void apply_epilogue(OpContext& ctx, C* y, const std::vector<int64_t>& dims, cons
         if (bp) v += bp[boff + j * bstep];
         if (rp) v += rp[roff + j * rstep];
         if (v != v) {
-          // NaN stays NaN, as through the unfused ONNX ops and the tile epilogue:
-          // fused::apply_activation's relu (x > 0 ? x : 0) would make it 0.
+          // NaN stays NaN through every activation, as through the unfused ONNX ops and the
+          // tile epilogue (ir/fused_ops.h).
         } else if constexpr (std::is_same_v<C, double>) {
           // Double tensors keep double precision where the activation allows it.
           switch (spec.act) {
