@@ -376,6 +376,23 @@ class Lowerer {
     return true;
   }
 
+  // Transpose's `perm` (default: reversed axes), or nothing when it is not a permutation.
+  static std::optional<std::vector<int64_t>> transpose_perm(const Node& n, size_t rank) {
+    std::vector<int64_t> perm;
+    if (auto p = n.attr_ints("perm")) {
+      perm = *p;
+    } else {
+      for (size_t k = rank; k-- > 0;) perm.push_back(static_cast<int64_t>(k));
+    }
+    if (perm.size() != rank) return std::nullopt;
+    std::vector<bool> seen(rank, false);
+    for (int64_t a : perm) {
+      if (a < 0 || static_cast<size_t>(a) >= rank || seen[static_cast<size_t>(a)]) return std::nullopt;
+      seen[static_cast<size_t>(a)] = true;
+    }
+    return perm;
+  }
+
   bool fusible(const Graph& g, const Node& n) const {
     // A node whose output is left unnamed ("") has nothing for a kernel to store.
     if (n.outputs.empty() || n.outputs[0] == kNoValue) return false;
@@ -384,6 +401,13 @@ class Lowerer {
       return !mentions_data_dependent(domain) && broadcastable(shape_of(g, n.inputs[0]), domain);
     }
     if (n.outputs.size() != 1 || !is_f32(g, n.outputs[0])) return false;
+    // A Transpose loads its input through a map with permuted strides; it starts a kernel (its
+    // input is read from memory, never from a register) and later nodes may join it.
+    if (n.op == OpKind::Transpose) {
+      const Shape& domain = shape_of(g, n.outputs[0]);
+      return n.inputs.size() == 1 && is_f32(g, n.inputs[0]) && !mentions_data_dependent(domain) &&
+             transpose_perm(n, domain.size()).has_value();
+    }
     // Generators and selections over symbolic extents: the kernel's domain is the output's
     // shape, so the shape operand of Expand/ConstantOfShape is never read at run time.
     if (n.op == OpKind::Expand || n.op == OpKind::ConstantOfShape || n.op == OpKind::Where) {
@@ -501,6 +525,7 @@ class Lowerer {
       int join = -1;
       std::vector<std::string> blocked;  // why it could not join a producer's kernel
       for (ValueId in : n.inputs) {
+        if (n.op == OpKind::Transpose) break;  // reads its input from memory: starts a kernel
         auto it = group_of_value.find(in);
         if (it == group_of_value.end()) continue;
         const Node& producer = g.nodes[groups_[it->second].nodes.back()];
@@ -560,7 +585,7 @@ class Lowerer {
     const bool has_form = (n.domain.empty() && tile_unary(n)) || is_tile_silu(n) || tile_binary(n) || n.op_type == "Clip" || n.op == OpKind::Cast ||
                           n.op == OpKind::Expand || n.op == OpKind::ConstantOfShape || n.op == OpKind::Where ||
                           n.op == OpKind::Reshape || n.op == OpKind::Flatten || n.op == OpKind::Squeeze ||
-                          n.op == OpKind::Unsqueeze;
+                          n.op == OpKind::Unsqueeze || n.op == OpKind::Transpose;
     if (!has_form) return n.op_type + " has no tile form yet";
     for (ValueId o : n.outputs)
       if (o != kNoValue && mentions_data_dependent(shape_of(g, o))) return "its output's shape depends on data";
@@ -630,7 +655,8 @@ class Lowerer {
     // Registers are reused once the value they hold has no further use in the body.
     std::map<ValueId, int> uses;
     for (size_t ni : chain)
-      for (ValueId in : tile_reads(g.nodes[ni])) uses[in]++;
+      if (g.nodes[ni].op != OpKind::Transpose)  // loads its own permuted copy, never a register
+        for (ValueId in : tile_reads(g.nodes[ni])) uses[in]++;
     uses[grp.output]++;  // the final store
     std::vector<uint32_t> free_regs;
     auto new_reg = [&]() -> uint32_t {
@@ -700,6 +726,25 @@ class Lowerer {
     }
     for (size_t ni : chain) {
       const Node& n = g.nodes[ni];
+      if (n.op == OpKind::Transpose) {
+        // Output dim k is input axis perm[k]: the load's stride for domain dim k is the input's
+        // stride of that axis. The register holds the transposed value only (not the input's).
+        const std::vector<int64_t> perm = *transpose_perm(n, grp.domain.size());
+        const uint32_t in_tensor = tensor(g, n.inputs[0]);
+        const Shape& in_shape = shapes_[in_tensor];
+        std::vector<DimExpr> in_strides(in_shape.size(), DimExpr(1));
+        for (size_t kk = in_shape.size(); kk-- > 1;) in_strides[kk - 1] = in_strides[kk] * *in_shape[kk];
+        rt::AccessMap m;
+        m.tensor = in_tensor;
+        m.offset = expr(DimExpr(0));
+        for (int64_t axis : perm) m.strides.push_back(expr(in_strides[static_cast<size_t>(axis)]));
+        k.maps.push_back(m);
+        const uint32_t r = new_reg();
+        k.body.insert(k.body.end(), {static_cast<uint32_t>(rt::TileOpcode::Load), r,
+                                     static_cast<uint32_t>(k.maps.size()) - 1});
+        reg_of[n.outputs[0]] = r;
+        continue;
+      }
       const std::vector<ValueId> reads = tile_reads(n);
       std::vector<uint32_t> ops;
       for (ValueId in : reads) ops.push_back(operand(in));

@@ -123,6 +123,45 @@ TEST(LowerGenerators, ExpandConstantOfShapeAndWhereAreTileKernels) {
   }
 }
 
+// z = Transpose(x, perm) + 1 and w = Transpose(x) (reversed axes) over x: f32[batch, 3, 4, 5]:
+// tile kernels that load through permuted strides, no op calls.
+TEST(LowerGenerators, TransposeIsAPermutedLoad) {
+  onnx::ModelProto m = test::make_model(13);
+  auto* g = m.mutable_graph();
+  test::add_input(g, "x", Tp::FLOAT, {"batch", 3, 4, 5});
+  test::add_output(g, "z", Tp::FLOAT, {"batch", 4, 3, 5});
+  test::add_output(g, "w", Tp::FLOAT, {5, 4, 3, "batch"});
+  *g->add_initializer() = test::make_float_tensor("one", {}, {1.0f});
+  test::set_attr_ints(test::add_node(g, "Transpose", {"x"}, {"t"}, "t"), "perm", {0, 2, 1, 3});
+  test::add_node(g, "Add", {"t", "one"}, {"z"}, "add");
+  test::add_node(g, "Transpose", {"x"}, {"w"}, "rev");
+  Compiled c = compile(m);
+  EXPECT_EQ(c.lowered.call_ops, 0);
+  EXPECT_EQ(c.lowered.kernel_nodes.size(), 2u);
+  test::ModelPtr model = test::load(c.package);
+  ASSERT_TRUE(model);
+  test::SessionPtr s = test::open_session(model.get(), 2);
+  for (int64_t batch : {1, 2}) {
+    std::vector<float> x(static_cast<size_t>(batch * 60));
+    for (size_t i = 0; i < x.size(); ++i) x[i] = static_cast<float>(i);
+    ASSERT_TRUE(test::Ok(test::set_f32(s.get(), "x", {batch, 3, 4, 5}, x)));
+    ASSERT_TRUE(test::Ok(cuvil_session_run(s.get())));
+    std::vector<int64_t> dims;
+    std::vector<float> z = test::output<float>(s.get(), 0, &dims);
+    EXPECT_EQ(dims, (std::vector<int64_t>{batch, 4, 3, 5}));
+    std::vector<float> w = test::output<float>(s.get(), 1, &dims);
+    EXPECT_EQ(dims, (std::vector<int64_t>{5, 4, 3, batch}));
+    auto at = [&](int64_t b, int64_t i, int64_t j, int64_t k) { return x[static_cast<size_t>(((b * 3 + i) * 4 + j) * 5 + k)]; };
+    for (int64_t b = 0; b < batch; ++b)
+      for (int64_t i = 0; i < 3; ++i)
+        for (int64_t j = 0; j < 4; ++j)
+          for (int64_t k = 0; k < 5; ++k) {
+            EXPECT_EQ(z[static_cast<size_t>(((b * 4 + j) * 3 + i) * 5 + k)], at(b, i, j, k) + 1.0f);
+            EXPECT_EQ(w[static_cast<size_t>(((k * 4 + j) * 3 + i) * batch + b)], at(b, i, j, k));
+          }
+  }
+}
+
 // The compile report's "not_fused": why a node is an op call, and why a kernel stopped growing.
 TEST(LowerGenerators, NotFusedSaysWhy) {
   onnx::ModelProto m = test::make_model(13);
