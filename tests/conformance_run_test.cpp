@@ -24,6 +24,7 @@
 #include "ir/verifier.h"
 #include "kernel_harness.h"
 #include "passes/pipeline.h"
+#include "rewrite_passes.h"
 #include "runtime/package.h"
 #include "runtime/session.h"
 
@@ -72,9 +73,22 @@ std::string op_label(const Graph& g) {
   return s;
 }
 
-std::string run_case(const fs::path& dir, Model& m) {
-  run_passes(m);
-  codegen::LoweredModel lowered = codegen::lower_model(m);
+// How a case is compiled: as cuvilc does by default, or "unfused" (every rewriting pass
+// skipped, no tile kernels), the reference fused compilations must agree with.
+struct CaseOptions {
+  bool unfused = false;
+};
+
+// Runs every test_data_set of the case; checks against the expected outputs unless `got` is
+// given, in which case each set's outputs are appended to it instead.
+std::string run_case(const fs::path& dir, Model& m, const CaseOptions& how = {},
+                     std::vector<std::shared_ptr<TensorData>>* got = nullptr) {
+  PipelineOptions po;
+  if (how.unfused) po.skip = test::rewrite_passes();
+  run_passes(m, po);
+  codegen::LowerOptions lo;
+  lo.fuse_elementwise = !how.unfused;
+  codegen::LoweredModel lowered = codegen::lower_model(m, lo);
   std::vector<uint8_t> bytes = codegen::build_package(m, lowered);
   std::shared_ptr<rt::LoadedPackage> pkg;
   rt::Status st = rt::LoadedPackage::open_memory(bytes.data(), bytes.size(), true, &pkg);
@@ -104,7 +118,17 @@ std::string run_case(const fs::path& dir, Model& m) {
     }
     st = session.run();
     if (!st.is_ok()) return "set " + std::to_string(s) + ": run failed: " + st.message();
-    for (size_t o = 0; o < p.outputs.size(); ++o) {
+    for (size_t o = 0; got && o < p.outputs.size(); ++o) {
+      const rt::TensorView* v = session.output(o);
+      if (!v) return "output missing";
+      auto t = std::make_shared<TensorData>();
+      t->dtype = v->dtype;
+      t->dims = v->dims;
+      const auto* bytes = static_cast<const uint8_t*>(v->data);
+      t->bytes.assign(bytes, bytes + v->bytes());
+      got->push_back(t);
+    }
+    for (size_t o = 0; !got && o < p.outputs.size(); ++o) {
       auto expected = read_pb(set / ("output_" + std::to_string(o) + ".pb"));
       if (!expected) return "cannot read expected output " + std::to_string(o);
       // The output's dtype as shape inference gives it: the importer keeps no output declarations.
@@ -180,6 +204,50 @@ TEST(Conformance, BackendTestDataEndToEnd) {
   if (!filter) {
     EXPECT_GE(passed, read_floor()) << "conformance dropped below the ratchet";
   }
+}
+
+// Every case that runs compiled both ways gives the same outputs fused (rewrites, tile kernels)
+// and unfused (no rewriting pass, only whole-tensor kernels), within the conformance rule.
+TEST(Conformance, FusedAndUnfusedAgree) {
+  if (!fs::exists(kDataRoot)) GTEST_SKIP() << kDataRoot << " is missing (apt-get install libonnx-testdata)";
+  int compared = 0;
+  std::vector<std::string> disagree;
+  for (const char* suite : kSuites)
+    for (const auto& e : fs::directory_iterator(fs::path(kDataRoot) / suite)) {
+      const fs::path model = e.path() / "model.onnx";
+      if (!fs::exists(model)) continue;
+      std::vector<std::shared_ptr<TensorData>> outs[2];
+      bool ran = true;
+      for (int unfused = 0; unfused < 2 && ran; ++unfused) {
+        try {
+          Model m = frontend::import_onnx_file(model.string());
+          verify_model(m);
+          ran = excluded(*m.graph).empty() && run_case(e.path(), m, {unfused == 1}, &outs[unfused]).empty();
+        } catch (const std::exception&) {
+          ran = false;
+        }
+      }
+      if (!ran) continue;
+      ++compared;
+      const std::string label = suite + std::string("/") + e.path().filename().string();
+      if (outs[0].size() != outs[1].size()) {
+        disagree.push_back(label + ": output counts differ");
+        continue;
+      }
+      for (size_t i = 0; i < outs[0].size(); ++i) {
+        rt::TensorView view;
+        view.dtype = outs[0][i]->dtype;
+        view.dims = outs[0][i]->dims;
+        view.data = outs[0][i]->bytes.data();
+        if (std::string diff = testing::compare_tensors(view, *outs[1][i]); !diff.empty()) {
+          disagree.push_back(label + " output " + std::to_string(i) + ": " + diff);
+          break;
+        }
+      }
+    }
+  std::printf("[conformance] fused vs unfused: %d cases compared, %zu disagree\n", compared, disagree.size());
+  EXPECT_GT(compared, 900);
+  for (const std::string& d : disagree) ADD_FAILURE() << d;
 }
 
 }  // namespace

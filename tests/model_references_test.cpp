@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "onnx_builder.h"
+#include "rewrite_passes.h"
 #include "run_tool.h"
 
 namespace cuvil {
@@ -31,10 +32,8 @@ using test::RunResult;
 using test::run_tool;
 using test::TempDir;
 
-// The rewriting passes (passes/passes.def): the ones whose output computes the same values by
-// other ops. "Without rewrites" compiles with `--skip-pass` for each of them; add a pass here
-// when it joins the pipeline.
-const char* const kRewritePasses[] = {"canonicalize", "fuse-attention", "fold-batch-norm", "fuse-epilogues"};
+// "Without rewrites" compiles with `--skip-pass` for each rewriting pass (tests/rewrite_passes.h).
+const std::set<std::string>& kRewritePasses = test::rewrite_passes();
 
 constexpr double kRtol = 1e-4;
 constexpr double kAtol = 1e-4;
@@ -203,7 +202,7 @@ void check_default(const std::string& model) { check_model(model, {}, "default p
 
 void check_without_rewrites(const std::string& model) {
   std::vector<std::string> skip;
-  for (const char* p : kRewritePasses) {
+  for (const std::string& p : kRewritePasses) {
     skip.push_back("--skip-pass");
     skip.push_back(p);
   }
