@@ -177,6 +177,24 @@ int inspect_package(const std::string& path, bool disasm) {
   return 0;
 }
 
+// Code-generation options from the compile options: fusion on or off, and the config's fuse
+// and keep patterns matched against `m` (their match counts go to `matches`).
+codegen::LowerOptions lower_options(const Model& m, const CompileOptions& options,
+                                    std::vector<std::pair<std::string, int64_t>>* matches) {
+  codegen::LowerOptions lo;
+  lo.fuse_elementwise = options.fusion;
+  for (const Pattern& p : options.patterns) {
+    if (p.action == Pattern::Action::Rewrite) continue;
+    const auto found = find_matches(m, p);
+    if (matches) matches->emplace_back(p.name, static_cast<int64_t>(found.size()));
+    for (const auto& names : found) {
+      if (p.action == Pattern::Action::Keep) lo.keep_unfused.insert(names.begin(), names.end());
+      else lo.fuse.push_back({p.name, names});
+    }
+  }
+  return lo;
+}
+
 int run_inspect(const std::string& path, const CompileOptions& options, bool disasm) {
   if (is_package(path)) return inspect_package(path, disasm);
   Model m = load_and_infer(path, options);
@@ -232,7 +250,20 @@ int run_inspect(const std::string& path, const CompileOptions& options, bool dis
     for (const auto& u : unsupported)
       std::cout << "  " << (u.domain.empty() ? "" : u.domain + "::") << u.op_type << " (node '"
                 << u.node_name << "' in graph '" << u.graph_name << "')\n";
+    return 0;
   }
+  // What code generation makes of it: the tile kernels with the nodes each fuses, and every
+  // op call or kernel boundary with why (the compile report's not_fused).
+  const codegen::LoweredModel lowered = codegen::lower_model(m, lower_options(m, options, nullptr));
+  std::cout << "tile kernels: " << lowered.kernel_nodes.size() << "\n";
+  for (const auto& nodes : lowered.kernel_nodes) {
+    std::cout << " ";
+    for (const std::string& n : nodes) std::cout << " '" << n << "'";
+    std::cout << "\n";
+  }
+  std::cout << "op calls: " << lowered.call_ops << "\n";
+  std::cout << "not fused: " << lowered.not_fused.size() << "\n";
+  for (const auto& f : lowered.not_fused) std::cout << "  " << f.op << " '" << f.node << "': " << f.why << "\n";
   return 0;
 }
 
@@ -310,17 +341,7 @@ int run_compile(const std::string& path, std::string emit, std::string output, c
     return 0;
   }
   auto stage = Clock::now();
-  codegen::LowerOptions lo;
-  lo.fuse_elementwise = options.fusion;
-  for (const Pattern& p : options.patterns) {
-    if (p.action == Pattern::Action::Rewrite) continue;
-    const auto matches = find_matches(m, p);
-    report.pattern_matches.emplace_back(p.name, static_cast<int64_t>(matches.size()));
-    for (const auto& names : matches) {
-      if (p.action == Pattern::Action::Keep) lo.keep_unfused.insert(names.begin(), names.end());
-      else lo.fuse.push_back({p.name, names});
-    }
-  }
+  codegen::LowerOptions lo = lower_options(m, options, &report.pattern_matches);
   codegen::LoweredModel lowered = codegen::lower_model(m, lo);
   report.lower_ms = ms_since(stage);
   report.tile_kernels = lowered.fused_kernels;
@@ -372,8 +393,10 @@ int main_impl(int argc, char** argv) {
   CommandLineSettings inspect_settings;
   CLI::App* inspect = app.add_subcommand(
       "inspect", "Summarise an ONNX model: inputs/outputs with symbolic shapes, opsets, op "
-                 "histogram, parameter count and bytes, shape-inference coverage, and every "
-                 "unsupported op with its node name.");
+                 "histogram after the passes, parameter count and bytes, shape-inference coverage, "
+                 "every unsupported op with its node name; then the tile kernels with the nodes "
+                 "each fuses, and every node not fused with why. A .cuvir: its manifest, report "
+                 "and (--disasm) bytecode.");
   bool inspect_disasm = false;
   inspect->add_option("model", inspect_path, "ONNX model (.onnx) or compiled package (.cuvir)")->required();
   inspect->add_option("--dim", inspect_settings.dims, kDimHelp);

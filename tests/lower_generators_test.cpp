@@ -10,6 +10,7 @@
 
 #include "codegen/lower.h"
 #include "compile_in_process.h"
+#include "run_tool.h"
 #include "runtime_harness.h"
 
 namespace cuvil {
@@ -181,6 +182,23 @@ TEST(LowerGenerators, NotFusedSaysWhy) {
   EXPECT_EQ(why["neg"], std::vector<std::string>{"Relu 'relu' has 2 readers, so its value is stored and Neg 'neg' starts a new kernel"});
   EXPECT_EQ(why["abs"], std::vector<std::string>{"Relu 'relu' has 2 readers, so its value is stored and Abs 'abs' starts a new kernel"});
   EXPECT_EQ(why.count("relu"), 0u);
+}
+
+// `cuvilc inspect MODEL.onnx` lists the tile kernels with their nodes and what is not fused, why.
+TEST(LowerGenerators, InspectShowsKernelsAndWhatIsNotFused) {
+  onnx::ModelProto m = test::make_model(13);
+  auto* g = m.mutable_graph();
+  test::add_input(g, "x", Tp::FLOAT, {"batch", 8});
+  test::add_output(g, "s", Tp::FLOAT, {"batch", 8});
+  test::add_node(g, "Relu", {"x"}, {"a"}, "relu");
+  test::add_node(g, "Neg", {"a"}, {"n"}, "neg");
+  test::set_attr_int(test::add_node(g, "Softmax", {"n"}, {"s"}, "softmax"), "axis", -1);
+  test::TempDir dir;
+  const std::string model = test::write_model(dir.path(), m, "m.onnx");
+  test::RunResult r = test::run_tool(dir.path(), CUVIL_CUVILC, {"inspect", model});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("tile kernels: 1\n  'relu' 'neg'\n"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("not fused: 1\n  Softmax 'softmax': Softmax has no tile form yet\n"), std::string::npos) << r.out;
 }
 
 }  // namespace
