@@ -306,12 +306,17 @@ bool moves_elements(const GraphView& gv, const Node& n) {
 }
 
 constexpr int kAffineDepth = 32;
+// Constants (starts, steps, offsets) beyond this are not followed, so that no sum of them along
+// kAffineDepth steps can overflow.
+constexpr int64_t kAffineConstantLimit = int64_t{1} << 30;
+bool small(int64_t x) { return x > -kAffineConstantLimit && x < kAffineConstantLimit; }
 
 std::optional<Affine> affine_int(const GraphView& gv, ValueId v, int depth) {
   if (v == kNoValue || depth > kAffineDepth || !dtype_is_integer(gv.val(v).dtype)) return std::nullopt;
   const auto r = gv.rank(v);
   if (!r) return std::nullopt;
   if (const std::optional<std::vector<int64_t>> c = int_constant(gv, v); c && c->size() == 1) {
+    if (!small((*c)[0])) return std::nullopt;
     Affine x;
     x.a.assign(*r, 0);
     x.c = (*c)[0];
@@ -322,6 +327,7 @@ std::optional<Affine> affine_int(const GraphView& gv, ValueId v, int depth) {
   if (n->op == OpKind::Range) {
     const auto start = int_constant(gv, n->input(0)), delta = int_constant(gv, n->input(2));
     if (!start || !delta || start->size() != 1 || delta->size() != 1 || *r != 1) return std::nullopt;
+    if (!small((*start)[0]) || !small((*delta)[0])) return std::nullopt;
     return normalized(gv, v, Affine{{(*delta)[0]}, (*start)[0]});
   }
   if ((n->op == OpKind::Add || n->op == OpKind::Sub) && n->inputs.size() == 2) {
@@ -331,8 +337,12 @@ std::optional<Affine> affine_int(const GraphView& gv, ValueId v, int depth) {
     if (!bx || !by) return std::nullopt;
     Affine z = *bx;
     const int64_t sign = n->op == OpKind::Add ? 1 : -1;
-    for (size_t k = 0; k < z.a.size(); ++k) z.a[k] += sign * by->a[k];
+    for (size_t k = 0; k < z.a.size(); ++k) {
+      z.a[k] += sign * by->a[k];
+      if (!small(z.a[k])) return std::nullopt;
+    }
     z.c += sign * by->c;
+    if (!small(z.c)) return std::nullopt;
     return normalized(gv, v, z);
   }
   if (moves_elements(gv, *n)) {
@@ -356,7 +366,7 @@ std::optional<AffineCond> affine_cond(const GraphView& gv, ValueId v, int depth)
     if (!bx || !by) return std::nullopt;
     AffineCond c;
     c.d = *bx;
-    for (size_t k = 0; k < c.d.a.size(); ++k) c.d.a[k] -= by->a[k];
+    for (size_t k = 0; k < c.d.a.size(); ++k) c.d.a[k] -= by->a[k];  // each small: no overflow
     c.d.c -= by->c;
     c.strict = n->op == OpKind::Less || n->op == OpKind::Greater;
     return c;
@@ -968,7 +978,11 @@ std::optional<Rewrite> Fuser::attention(size_t si) {
   // for the layers after it. The cond is [1, .., 1, S, T] there: dims shape inference could
   // not find (a later layer's Slice bounds) are those.
   if (window.if_fits && !causal) {
-    facts_ = *window.if_fits;
+    // Only from a fused op something reads (dead code, which dce removes, enforces nothing).
+    const ValueId y = pv->outputs[0];
+    bool read = !gv_.readers[static_cast<size_t>(y)].empty();
+    for (ValueId o : g.outputs) read |= o == y;
+    if (read) facts_ = *window.if_fits;
     Value& c = g.value(in.where_cond);
     if (c.shape)
       for (size_t i = 0; i < c.shape->size(); ++i)
