@@ -123,6 +123,9 @@ TEST(OpHistogram, Gpt2Tiny) {
   const std::string h = histogram_after_passes("testdata/models/gpt2_tiny.onnx");
   expect_no_leftovers(h);
   expect_one_attention_per_layer(h, 2);
+  // gelu_new after each MLP's Conv1D (Gemm, Reshape back to 3-D) is its FusedMatMul's epilogue.
+  EXPECT_EQ(h.find("Gelu "), std::string::npos) << h;
+  EXPECT_NE(h.find("cuvil::FusedMatMul 2\n"), std::string::npos) << h;
   check_histogram("gpt2_tiny", h);
 }
 
