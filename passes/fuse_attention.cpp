@@ -298,10 +298,13 @@ std::optional<Affine> through_layout(const GraphView& gv, const Node& n, const A
   return y;
 }
 
+// A Cast is followed only when it keeps every value: to its own dtype, or an integer to int32
+// or int64 (indices and small offsets; a narrower target could wrap).
 bool moves_elements(const GraphView& gv, const Node& n) {
-  if (n.op == OpKind::Cast) return gv.val(n.input(0)).dtype == gv.val(n.outputs[0]).dtype ||
-                                    (dtype_is_integer(gv.val(n.input(0)).dtype) &&
-                                     dtype_is_integer(gv.val(n.outputs[0]).dtype));
+  if (n.op == OpKind::Cast) {
+    const DType from = gv.val(n.input(0)).dtype, to = gv.val(n.outputs[0]).dtype;
+    return from == to || (dtype_is_integer(from) && (to == DType::Int64 || to == DType::Int32));
+  }
   return n.op == OpKind::Expand || n.op == OpKind::Unsqueeze || n.op == OpKind::Reshape;
 }
 
