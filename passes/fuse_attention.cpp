@@ -5,12 +5,14 @@
 // from the inferred shapes and constant contents before anything changes.
 #include "passes/fuse_attention.h"
 
+#include <algorithm>
 #include <cmath>
 #include <map>
 #include <optional>
 #include <set>
 
 #include "passes/graph_edit.h"
+#include "support/error.h"
 
 namespace cuvil {
 namespace {
@@ -219,11 +221,378 @@ struct Window {
   DimExpr start, end;
 };
 
+// ---- Index-affine masks -------------------------------------------------------------------
+// LLaMA's _make_causal_mask builds its additive mask from the sequence length: Where(Less(
+// Range(0, T, 1), Reshape(Range(0, S, 1) + 1, [S, 1])), 0, ConstantOfShape(finfo.min)), then
+// Unsqueezes and an Expand to [B, 1, S, T]. Such a tensor is read here as a function of its
+// element index: an integer tensor as c + sum a_k x_k (x_k the index on axis k), a bool one as
+// the sign of such a form, a float one as Where of that with two constants. Only ops whose
+// every element is that function are followed; a coefficient on an axis of length 1 is 0 (the
+// index there is 0, whatever the axis broadcasts to).
+struct Affine {
+  std::vector<int64_t> a;  // one per axis of the tensor
+  int64_t c = 0;
+};
+struct AffineCond {  // d(x) < 0 (strict) or d(x) <= 0
+  Affine d;
+  bool strict = true;
+};
+struct AffineMask {  // cond(x) ? when_true : when_false
+  AffineCond cond;
+  double when_true = 0, when_false = 0;
+};
+
+bool provably_one(const Dim& d) { return d && d->constant() == 1; }
+
+// Zeroes the coefficients of `v`'s length-1 axes; nullopt when the rank does not match.
+std::optional<Affine> normalized(const GraphView& gv, ValueId v, Affine x) {
+  if (gv.rank(v) != x.a.size()) return std::nullopt;
+  for (size_t k = 0; k < x.a.size(); ++k)
+    if (provably_one(gv.dim(v, k))) x.a[k] = 0;
+  return x;
+}
+
+// `x` over `from`'s axes, broadcast (aligned from the right) onto `to`'s: every axis of `from`
+// that is not 1 is provably `to`'s.
+std::optional<Affine> broadcast_onto(const GraphView& gv, const Affine& x, ValueId from, ValueId to) {
+  const auto rf = gv.rank(from), rt = gv.rank(to);
+  if (!rf || !rt || *rf > *rt || x.a.size() != *rf) return std::nullopt;
+  Affine y;
+  y.a.assign(*rt, 0);
+  y.c = x.c;
+  for (size_t k = 0; k < *rf; ++k) {
+    const size_t o = *rt - *rf + k;
+    if (provably_one(gv.dim(from, k))) continue;
+    if (!gv.equal(gv.dim(from, k), gv.dim(to, o))) return std::nullopt;
+    y.a[o] = x.a[k];
+  }
+  return normalized(gv, to, y);
+}
+
+// Through a node that only moves elements: Cast, Expand (broadcast), and Unsqueeze/Reshape
+// that keep the axes not of length 1 in order with provably equal lengths.
+std::optional<Affine> through_layout(const GraphView& gv, const Node& n, const Affine& x) {
+  const ValueId in = n.input(0), out = n.outputs[0];
+  if (n.op == OpKind::Cast) return normalized(gv, out, x);
+  if (n.op == OpKind::Expand) return broadcast_onto(gv, x, in, out);
+  if (n.op != OpKind::Unsqueeze && n.op != OpKind::Reshape) return std::nullopt;
+  const auto ri = gv.rank(in), ro = gv.rank(out);
+  if (!ri || !ro || x.a.size() != *ri) return std::nullopt;
+  std::vector<size_t> pi, po;
+  for (size_t k = 0; k < *ri; ++k) {
+    if (!gv.dim(in, k)) return std::nullopt;
+    if (!provably_one(gv.dim(in, k))) pi.push_back(k);
+  }
+  for (size_t k = 0; k < *ro; ++k) {
+    if (!gv.dim(out, k)) return std::nullopt;
+    if (!provably_one(gv.dim(out, k))) po.push_back(k);
+  }
+  if (pi.size() != po.size()) return std::nullopt;
+  Affine y;
+  y.a.assign(*ro, 0);
+  y.c = x.c;
+  for (size_t k = 0; k < pi.size(); ++k) {
+    if (!gv.equal(gv.dim(in, pi[k]), gv.dim(out, po[k]))) return std::nullopt;
+    y.a[po[k]] = x.a[pi[k]];
+  }
+  return y;
+}
+
+// A Cast is followed only when it keeps every value: to its own dtype, or an integer to int32
+// or int64 (indices and small offsets; a narrower target could wrap).
+bool moves_elements(const GraphView& gv, const Node& n) {
+  if (n.op == OpKind::Cast) {
+    const DType from = gv.val(n.input(0)).dtype, to = gv.val(n.outputs[0]).dtype;
+    return from == to || (dtype_is_integer(from) && (to == DType::Int64 || to == DType::Int32));
+  }
+  return n.op == OpKind::Expand || n.op == OpKind::Unsqueeze || n.op == OpKind::Reshape;
+}
+
+constexpr int kAffineDepth = 32;
+// Constants (starts, steps, offsets) beyond this are not followed, so that no sum of them along
+// kAffineDepth steps can overflow.
+constexpr int64_t kAffineConstantLimit = int64_t{1} << 30;
+bool small(int64_t x) { return x > -kAffineConstantLimit && x < kAffineConstantLimit; }
+
+std::optional<Affine> affine_int(const GraphView& gv, ValueId v, int depth) {
+  if (v == kNoValue || depth > kAffineDepth || !dtype_is_integer(gv.val(v).dtype)) return std::nullopt;
+  const auto r = gv.rank(v);
+  if (!r) return std::nullopt;
+  if (const std::optional<std::vector<int64_t>> c = int_constant(gv, v); c && c->size() == 1) {
+    if (!small((*c)[0])) return std::nullopt;
+    Affine x;
+    x.a.assign(*r, 0);
+    x.c = (*c)[0];
+    return x;
+  }
+  const Node* n = gv.producer(v);
+  if (!n) return std::nullopt;
+  if (n->op == OpKind::Range) {
+    const auto start = int_constant(gv, n->input(0)), delta = int_constant(gv, n->input(2));
+    if (!start || !delta || start->size() != 1 || delta->size() != 1 || *r != 1) return std::nullopt;
+    if (!small((*start)[0]) || !small((*delta)[0])) return std::nullopt;
+    return normalized(gv, v, Affine{{(*delta)[0]}, (*start)[0]});
+  }
+  if ((n->op == OpKind::Add || n->op == OpKind::Sub) && n->inputs.size() == 2) {
+    const auto x = affine_int(gv, n->input(0), depth + 1), y = affine_int(gv, n->input(1), depth + 1);
+    if (!x || !y) return std::nullopt;
+    const auto bx = broadcast_onto(gv, *x, n->input(0), v), by = broadcast_onto(gv, *y, n->input(1), v);
+    if (!bx || !by) return std::nullopt;
+    Affine z = *bx;
+    const int64_t sign = n->op == OpKind::Add ? 1 : -1;
+    for (size_t k = 0; k < z.a.size(); ++k) {
+      z.a[k] += sign * by->a[k];
+      if (!small(z.a[k])) return std::nullopt;
+    }
+    z.c += sign * by->c;
+    if (!small(z.c)) return std::nullopt;
+    return normalized(gv, v, z);
+  }
+  if (moves_elements(gv, *n)) {
+    const auto x = affine_int(gv, n->input(0), depth + 1);
+    return x ? through_layout(gv, *n, *x) : std::nullopt;
+  }
+  return std::nullopt;
+}
+
+std::optional<AffineCond> affine_cond(const GraphView& gv, ValueId v, int depth) {
+  if (v == kNoValue || depth > kAffineDepth || gv.val(v).dtype != DType::Bool) return std::nullopt;
+  const Node* n = gv.producer(v);
+  if (!n) return std::nullopt;
+  const bool less = n->op == OpKind::Less || n->op == OpKind::LessOrEqual;
+  const bool greater = n->op == OpKind::Greater || n->op == OpKind::GreaterOrEqual;
+  if ((less || greater) && n->inputs.size() == 2) {  // a < b: a - b < 0; a > b: b - a < 0
+    const ValueId lo = less ? n->input(0) : n->input(1), hi = less ? n->input(1) : n->input(0);
+    const auto x = affine_int(gv, lo, depth + 1), y = affine_int(gv, hi, depth + 1);
+    if (!x || !y) return std::nullopt;
+    const auto bx = broadcast_onto(gv, *x, lo, v), by = broadcast_onto(gv, *y, hi, v);
+    if (!bx || !by) return std::nullopt;
+    AffineCond c;
+    c.d = *bx;
+    for (size_t k = 0; k < c.d.a.size(); ++k) c.d.a[k] -= by->a[k];  // each small: no overflow
+    c.d.c -= by->c;
+    c.strict = n->op == OpKind::Less || n->op == OpKind::Greater;
+    return c;
+  }
+  if (n->op == OpKind::Not) {  // not (d < 0) is -d <= 0; not (d <= 0) is -d < 0
+    auto c = affine_cond(gv, n->input(0), depth + 1);
+    if (!c) return std::nullopt;
+    for (int64_t& k : c->d.a) k = -k;
+    c->d.c = -c->d.c;
+    c->strict = !c->strict;
+    return c;
+  }
+  if (moves_elements(gv, *n)) {
+    auto c = affine_cond(gv, n->input(0), depth + 1);
+    if (!c) return std::nullopt;
+    const auto d = through_layout(gv, *n, c->d);
+    if (!d) return std::nullopt;
+    c->d = *d;
+    return c;
+  }
+  return std::nullopt;
+}
+
+// A float tensor whose elements all equal one constant: a one-element constant, or
+// ConstantOfShape of a float value.
+std::optional<double> uniform_float(const GraphView& gv, ValueId v) {
+  if (const std::optional<double> c = scalar_constant(gv, v)) return c;
+  const Node* n = gv.produced_by(v, OpKind::ConstantOfShape);
+  if (!n || !gv.is_float32(v)) return std::nullopt;
+  const auto it = n->attrs.find("value");
+  if (it == n->attrs.end()) return 0.0;
+  const auto& t = it->second.t;
+  if (!t || t->numel() != 1 || !dtype_is_float(t->dtype)) return std::nullopt;
+  return t->float_at(0);
+}
+
+std::optional<AffineMask> affine_mask(const GraphView& gv, ValueId v, int depth) {
+  if (v == kNoValue || depth > kAffineDepth || !gv.is_float32(v)) return std::nullopt;
+  const Node* n = gv.producer(v);
+  if (!n) return std::nullopt;
+  if (n->op == OpKind::Where && n->inputs.size() == 3) {
+    const auto t = uniform_float(gv, n->input(1)), f = uniform_float(gv, n->input(2));
+    if (!t || !f) return std::nullopt;
+    const auto c = affine_cond(gv, n->input(0), depth + 1);
+    if (!c) return std::nullopt;
+    const auto d = broadcast_onto(gv, c->d, n->input(0), v);
+    if (!d) return std::nullopt;
+    return AffineMask{{*d, c->strict}, *t, *f};
+  }
+  if (moves_elements(gv, *n)) {
+    auto m = affine_mask(gv, n->input(0), depth + 1);
+    if (!m) return std::nullopt;
+    const auto d = through_layout(gv, *n, m->cond.d);
+    if (!d) return std::nullopt;
+    m->cond.d = *d;
+    return m;
+  }
+  return std::nullopt;
+}
+
+// `mask` (the only mask, added to the scores [B, H, S, T]) is 0 where j <= i + T - S and a fill
+// <= -1e30 elsewhere, with every dim the scores' (provably, or 1 on B and H): then dropping it
+// for is_causal = 1 is exact. A masked entry is scale * s + F, which rounds to F (the pass's
+// assumption |scale * s| < ulp(F) / 2) or is -inf, and weighs exactly 0 in a row that keeps an
+// entry, as -inf does; every row keeps key 0 (T - S >= 0).
+bool mask_is_causal(const GraphView& gv, ValueId mask, ValueId scores, const Dim& S, const Dim& T) {
+  if (!S || !T || !sym::prove_less_equal(*S, *T, gv.ranges)) return false;
+  const std::optional<AffineMask> m = affine_mask(gv, mask, 0);
+  const auto r = gv.rank(mask);
+  if (!m || !r || *r < 2 || *r > 4) return false;
+  for (size_t k = 0; k < *r; ++k) {
+    const Dim d = gv.dim(mask, k), t = gv.dim(scores, 4 - *r + k);
+    if (!(gv.equal(d, t) || (k + 2 < *r && provably_one(d)))) return false;
+    if (k + 2 < *r && m->cond.d.a[k] != 0) return false;
+  }
+  const bool zero_where_true = m->when_true == 0 && m->when_false <= kMaskFillLimit;
+  const bool zero_where_false = m->when_false == 0 && m->when_true <= kMaskFillLimit;
+  if (!zero_where_true && !zero_where_false) return false;
+  AffineCond keep = m->cond;  // where the mask is 0
+  if (!zero_where_true) {     // not (d < 0) is -d <= 0
+    for (int64_t& k : keep.d.a) k = -k;
+    keep.d.c = -keep.d.c;
+    keep.strict = !keep.strict;
+  }
+  // keep: j - i + c < 0 (j <= i - c - 1) or j - i + c <= 0 (j <= i - c).
+  if (keep.d.a[*r - 1] != 1 || keep.d.a[*r - 2] != -1) return false;
+  const int64_t offset = keep.strict ? -keep.d.c - 1 : -keep.d.c;
+  return gv.equal(Dim(*T - *S), Dim(DimExpr(offset)));
+}
+
+// Facts "T <= N" (T a dim expression, N a constant) that hold wherever the graph runs (see
+// Causality), and proofs under them. A fact caps every symbol y with y <= T at N, and, when T
+// is not yet at most N, T = x + R with x a symbol R does not mention is substituted
+// x := N - R - u with a fresh u in [0, N]: every binding with T <= N is some binding of u and
+// the other symbols (u = N - T), so what is proven after the substitution holds wherever the
+// facts do (x >= 0 is dropped: a superset).
+class Facts {
+ public:
+  explicit Facts(const sym::SymbolRanges& ranges) : ranges_(ranges) {}
+  bool le(const DimExpr& a, const DimExpr& b) const {
+    try {
+      if (sym::prove_less_equal(sym::substitute(a, subst_), sym::substitute(b, subst_), ranges_)) return true;
+    } catch (const Diagnostic&) {  // overflow in the substituted constants: not proven this way
+    }
+    return by_cases(a, b, false);
+  }
+  bool equal(const DimExpr& a, const DimExpr& b) const {
+    try {
+      if (sym::prove_equal(sym::substitute(a, subst_), sym::substitute(b, subst_), ranges_)) return true;
+    } catch (const Diagnostic&) {
+    }
+    return by_cases(a, b, true);
+  }
+  Facts with(const DimExpr& T, int64_t N) const {
+    Facts f = *this;
+    f.facts_.emplace_back(T, N);
+    try {
+      for (const std::string& y : T.symbols()) {
+        if (!sym::prove_less_equal(DimExpr::symbol(y), T, ranges_)) continue;
+        sym::Range r = f.ranges_.get(y);
+        r.hi = std::min(r.hi, N);
+        if (r.lo <= r.hi) f.ranges_.set(y, r);
+      }
+      const DimExpr t = sym::substitute(T, subst_);
+      if (sym::prove_less_equal(t, DimExpr(N), f.ranges_)) return f;
+      for (const std::string& x : t.symbols()) {
+        const DimExpr rest = t - DimExpr::symbol(x);
+        const std::vector<std::string> in_rest = rest.symbols();
+        if (std::find(in_rest.begin(), in_rest.end(), x) != in_rest.end()) continue;
+        std::string u;
+        for (int i = f.fresh_++;; i = f.fresh_++) {
+          u = "slack_" + std::to_string(i);
+          if (!f.ranges_.has(u)) break;
+        }
+        f.ranges_.set(u, sym::Range{0, N});
+        const DimExpr repl = DimExpr(N) - rest - DimExpr::symbol(u);
+        for (auto& [name, e] : f.subst_) e = sym::substitute(e, {{x, repl}});
+        f.subst_[x] = repl;
+        return f;
+      }
+    } catch (const Diagnostic&) {
+      Facts g = *this;
+      g.facts_.emplace_back(T, N);
+      return g;
+    }
+    return f;
+  }
+
+ private:
+  // The substitution loses x >= 0, which some proofs need (a later layer's window starts at
+  // the cache length): where the facts cap every symbol involved, a <= b (a == b) is checked
+  // at every binding the facts and ranges allow, up to kMaxCases of them.
+  static constexpr int64_t kMaxCases = int64_t{1} << 16;
+  bool by_cases(const DimExpr& a, const DimExpr& b, bool equal) const {
+    std::set<std::string> names;
+    for (const DimExpr* e : {&a, &b})
+      for (const std::string& n : e->symbols()) names.insert(n);
+    std::vector<const std::pair<DimExpr, int64_t>*> relevant;
+    for (bool grew = true; grew;) {  // the facts mentioning those symbols, and theirs
+      grew = false;
+      for (const auto& f : facts_) {
+        const std::vector<std::string> fs = f.first.symbols();
+        bool touches = false;
+        for (const std::string& n : fs) touches |= names.count(n) != 0;
+        if (!touches || std::find(relevant.begin(), relevant.end(), &f) != relevant.end()) continue;
+        relevant.push_back(&f);
+        for (const std::string& n : fs) grew |= names.insert(n).second;
+      }
+    }
+    std::vector<std::string> syms(names.begin(), names.end());
+    std::vector<sym::Range> box;
+    int64_t cases = 1;
+    for (const std::string& n : syms) {
+      const sym::Range r = ranges_.get(n);
+      if (r.hi == sym::Range::kUnbounded || r.hi - r.lo >= kMaxCases) return false;
+      cases *= r.hi - r.lo + 1;
+      if (cases > kMaxCases) return false;
+      box.push_back(r);
+    }
+    std::map<std::string, int64_t> binding;
+    for (size_t i = 0; i < syms.size(); ++i) binding[syms[i]] = box[i].lo;
+    for (int64_t c = 0; c < cases; ++c) {
+      if (c > 0) {  // next binding, odometer order
+        for (size_t i = 0; i < syms.size(); ++i) {
+          if (++binding[syms[i]] <= box[i].hi) break;
+          binding[syms[i]] = box[i].lo;
+        }
+      }
+      bool allowed = true;
+      for (const auto* f : relevant) {
+        const sym::EvalResult t = sym::evaluate(f->first, binding);
+        if (!t.value) return false;
+        allowed &= *t.value <= f->second;
+      }
+      if (!allowed) continue;
+      const sym::EvalResult x = sym::evaluate(a, binding), y = sym::evaluate(b, binding);
+      if (!x.value || !y.value) return false;
+      if (equal ? *x.value != *y.value : *x.value > *y.value) return false;
+    }
+    return true;
+  }
+
+  std::map<std::string, DimExpr> subst_;
+  sym::SymbolRanges ranges_;
+  std::vector<std::pair<DimExpr, int64_t>> facts_;
+  int fresh_ = 0;
+};
+
+// What proves_causal found: the window is causal outright (T <= N proven), or only where T <= N,
+// which the unfused graph then enforces at run time (the cond's min(T, N) columns broadcast
+// against the scores' T: N != T and N != 1 when T > N >= 2, a broadcast error), as does the
+// fused op checking the cond as its mask.
+struct Causality {
+  bool causal = false;           // cond[i][j] == (j <= i + T - S), T <= N proven
+  std::optional<Facts> if_fits;  // the same, proven only under `known` and T <= N (these facts)
+};
+
 // cond = Slice...(Cast?(buffer)) with a constant lower-triangular buffer [.., N, N] (nonzero
 // exactly where j <= i), keeping rows [T - S, T) and columns [0, T), T <= N: then cond[i][j]
 // is j <= i + T - S, Attention's is_causal. S and T are the scores' dims 2 and 3.
-bool proves_causal(const GraphView& gv, ValueId cond, const Dim& S, const Dim& T) {
-  if (!S || !T) return false;
+Causality proves_causal(const GraphView& gv, ValueId cond, const Dim& S, const Dim& T, const Facts& known) {
+  Causality none;
+  if (!S || !T) return none;
   std::vector<const Node*> slices;
   ValueId v = cond;
   for (;;) {
@@ -238,58 +607,76 @@ bool proves_causal(const GraphView& gv, ValueId cond, const Dim& S, const Dim& T
     }
   }
   const Value& buf = gv.val(v);
-  if (!buf.data || buf.data->dtype == DType::String) return false;
+  if (!buf.data || buf.data->dtype == DType::String) return none;
   const std::vector<int64_t>& bd = buf.data->dims;
   const size_t rank = bd.size();
-  if (rank < 2 || bd[rank - 1] != bd[rank - 2]) return false;
+  if (rank < 2 || bd[rank - 1] != bd[rank - 2]) return none;
   for (size_t i = 0; i + 2 < rank; ++i)
-    if (bd[i] != 1) return false;
+    if (bd[i] != 1) return none;
   const int64_t N = bd[rank - 1];
   for (int64_t i = 0; i < N; ++i)
     for (int64_t j = 0; j < N; ++j)
-      if ((buf.data->float_at(i * N + j) != 0) != (j <= i)) return false;
-  Window win[2] = {{0, N}, {0, N}};  // rows, columns
-  auto le = [&](const DimExpr& a, const DimExpr& b) { return a == b || sym::prove_less_equal(a, b, gv.ranges); };
-  for (auto it = slices.rbegin(); it != slices.rend(); ++it) {  // innermost first
-    const Node& s = **it;
-    const std::optional<std::vector<DimExpr>> starts = int_contents(gv, s.input(1));
-    const std::optional<std::vector<DimExpr>> ends = int_contents(gv, s.input(2));
-    if (!starts || !ends || starts->size() != ends->size()) return false;
-    std::vector<int64_t> axes;
-    if (s.input(3) != kNoValue) {
-      auto a = int_constant(gv, s.input(3));
-      if (!a) return false;
-      axes = *a;
-    } else {
-      for (size_t i = 0; i < starts->size(); ++i) axes.push_back(static_cast<int64_t>(i));
-    }
-    if (axes.size() != starts->size()) return false;
-    if (s.input(4) != kNoValue) {
-      auto st = int_constant(gv, s.input(4));
-      if (!st) return false;
-      for (int64_t x : *st)
-        if (x != 1) return false;
-    }
-    for (size_t k = 0; k < axes.size(); ++k) {
-      int64_t a = axes[k] < 0 ? axes[k] + static_cast<int64_t>(rank) : axes[k];
-      const DimExpr& st = (*starts)[k];
-      const DimExpr& en = (*ends)[k];
-      if (a < 0 || a >= static_cast<int64_t>(rank)) return false;
-      if (a + 2 < static_cast<int64_t>(rank)) {  // a leading size-1 axis must be kept whole
-        if (st.constant() != 0 || !le(DimExpr(1), en)) return false;
-        continue;
+      if ((buf.data->float_at(i * N + j) != 0) != (j <= i)) return none;
+  // The window proof, with every comparison also proven under `fits` (T <= N) when given.
+  // T > N fails the graph at run time when the cond then has N columns: every Slice of the
+  // columns starts at 0 and ends at T or later (without `fits`).
+  bool columns_enforce = true;
+  auto window_is_causal = [&](const Facts* fits) {
+    Window win[2] = {{0, N}, {0, N}};  // rows, columns
+    auto le = [&](const DimExpr& a, const DimExpr& b) {
+      return a == b || sym::prove_less_equal(a, b, gv.ranges) || (fits && fits->le(a, b));
+    };
+    auto eq = [&](const DimExpr& a, const Dim& b) { return gv.equal(a, b) || (b && fits && fits->equal(a, *b)); };
+    for (auto it = slices.rbegin(); it != slices.rend(); ++it) {  // innermost first
+      const Node& s = **it;
+      const std::optional<std::vector<DimExpr>> starts = int_contents(gv, s.input(1));
+      const std::optional<std::vector<DimExpr>> ends = int_contents(gv, s.input(2));
+      if (!starts || !ends || starts->size() != ends->size()) return false;
+      std::vector<int64_t> axes;
+      if (s.input(3) != kNoValue) {
+        auto a = int_constant(gv, s.input(3));
+        if (!a) return false;
+        axes = *a;
+      } else {
+        for (size_t i = 0; i < starts->size(); ++i) axes.push_back(static_cast<int64_t>(i));
       }
-      Window& w = win[a - static_cast<int64_t>(rank) + 2];
-      const DimExpr len = w.end - w.start;
-      if (!le(DimExpr(0), st) || !le(st, en)) return false;
-      const DimExpr end = le(len, en) ? len : en;  // Slice clamps an end past the length
-      if (!le(st, end) || !le(end, len)) return false;
-      w = {w.start + st, w.start + end};
+      if (axes.size() != starts->size()) return false;
+      if (s.input(4) != kNoValue) {
+        auto st = int_constant(gv, s.input(4));
+        if (!st) return false;
+        for (int64_t x : *st)
+          if (x != 1) return false;
+      }
+      for (size_t k = 0; k < axes.size(); ++k) {
+        int64_t a = axes[k] < 0 ? axes[k] + static_cast<int64_t>(rank) : axes[k];
+        const DimExpr& st = (*starts)[k];
+        const DimExpr& en = (*ends)[k];
+        if (a < 0 || a >= static_cast<int64_t>(rank)) return false;
+        if (a + 2 < static_cast<int64_t>(rank)) {  // a leading size-1 axis must be kept whole
+          if (st.constant() != 0 || !le(DimExpr(1), en)) return false;
+          continue;
+        }
+        if (a + 1 == static_cast<int64_t>(rank) &&
+            (st.constant() != 0 || !(en == *T || sym::prove_less_equal(*T, en, gv.ranges))))
+          columns_enforce = false;
+        Window& w = win[a - static_cast<int64_t>(rank) + 2];
+        const DimExpr len = w.end - w.start;
+        if (!le(DimExpr(0), st) || !le(st, en)) return false;
+        const DimExpr end = le(len, en) ? len : en;  // Slice clamps an end past the length
+        if (!le(st, end) || !le(end, len)) return false;
+        w = {w.start + st, w.start + end};
+      }
     }
-  }
-  const DimExpr t = *T, s = *S;
-  return le(t, DimExpr(N)) && le(s, t) && gv.equal(win[0].start, Dim(t - s)) && gv.equal(win[0].end, T) &&
-         gv.equal(win[1].start, Dim(DimExpr(0))) && gv.equal(win[1].end, T);
+    const DimExpr t = *T, s = *S;
+    return le(t, DimExpr(N)) && le(s, t) && eq(win[0].start, Dim(t - s)) && eq(win[0].end, T) &&
+           eq(win[1].start, Dim(DimExpr(0))) && eq(win[1].end, T);
+  };
+  Causality c;
+  c.causal = window_is_causal(nullptr);
+  if (c.causal || N < 2) return c;
+  Facts fits = known.with(*T, N);
+  if (window_is_causal(&fits) && columns_enforce) c.if_fits = std::move(fits);
+  return c;
 }
 
 Attribute int_attr(int64_t v) {
@@ -318,7 +705,7 @@ class Fuser {
  public:
   // `captured`: values a subgraph captures (their producer must not move).
   Fuser(Graph& g, const sym::SymbolRanges& ranges, int onnx_opset, std::set<ValueId> captured)
-      : gv_(g, ranges), opset_(onnx_opset), captured_(std::move(captured)) {}
+      : gv_(g, ranges), opset_(onnx_opset), captured_(std::move(captured)), facts_(ranges) {}
   // Rewrites already decided claim their anchor and the values whose producer they move.
   std::set<size_t> anchors;
 
@@ -341,7 +728,10 @@ class Fuser {
   };
   // nullopt when the masks do not fit `target` or (cond_is_causal) a finite-fill causal Where
   // meets a float mask: a row the two mask entirely would differ, so no is_causal then.
-  std::optional<MaskPlan> plan_mask(const SoftmaxInput& in, ValueId target, bool cond_is_causal) const;
+  // cond_fits: the cond is proven the scores' [S, T] causal window wherever the graph runs
+  // (Causality::if_fits), whatever shape inference could say of it.
+  std::optional<MaskPlan> plan_mask(const SoftmaxInput& in, ValueId target, bool cond_is_causal,
+                                    bool cond_fits = false) const;
   ValueId build_mask(const MaskPlan& plan, ValueId target, const std::string& base, Rewrite* rw);
   Dim broadcast_dim(ValueId a, ValueId b, ValueId target, size_t i_from_end) const;
   bool softmax_on_last_axis(const Node& sm) const {
@@ -366,9 +756,11 @@ class Fuser {
   int opset_;
   std::set<ValueId> captured_;
   std::set<ValueId> moved_;
+  Facts facts_;  // T <= N facts the rewrites decided so far enforce (Causality)
 };
 
-std::optional<Fuser::MaskPlan> Fuser::plan_mask(const SoftmaxInput& in, ValueId target, bool cond_is_causal) const {
+std::optional<Fuser::MaskPlan> Fuser::plan_mask(const SoftmaxInput& in, ValueId target, bool cond_is_causal,
+                                                bool cond_fits) const {
   MaskPlan p;
   p.cond = in.where_cond;
   p.fill = in.where_fill;
@@ -390,7 +782,7 @@ std::optional<Fuser::MaskPlan> Fuser::plan_mask(const SoftmaxInput& in, ValueId 
     else return std::nullopt;
     return p;
   }
-  if (!mask_fits(gv_, p.cond, target)) return std::nullopt;
+  if (!cond_fits && !mask_fits(gv_, p.cond, target)) return std::nullopt;
   if (p.mask == kNoValue) p.kind = inf_fill ? MaskKind::Bool : MaskKind::WhereZero;
   else p.kind = in.where_outside_add ? MaskKind::WhereMask : MaskKind::AddWhere;
   return p;
@@ -517,17 +909,37 @@ std::optional<Rewrite> Fuser::attention(size_t si) {
       !gv_.equal(gv_.dim(scores, 1), H) || !gv_.equal(gv_.dim(scores, 2), S))
     return std::nullopt;
 
-  for (size_t i = 0; i < 4; ++i)  // masks do not widen the scores
-    if (!gv_.equal(gv_.dim(sm.input(0), i), gv_.dim(scores, i))) return std::nullopt;
-
   // Masks.
-  bool causal = in.where_cond != kNoValue && !in.where_inverted && proves_causal(gv_, in.where_cond, S, T);
-  std::optional<MaskPlan> plan = plan_mask(in, scores, causal);
+  Causality window;
+  if (in.where_cond != kNoValue && !in.where_inverted) window = proves_causal(gv_, in.where_cond, S, T, facts_);
+  bool causal = window.causal;
+
+  // The masks do not widen the scores: the softmax input has the scores' shape. Where shape
+  // inference could not prove two broadcast dims equal it kept the first operand's, so behind
+  // a causal Where on a buffer sliced by the sequence length the softmax input reads
+  // min(T, N)-style rows and columns. Those equal the scores' S and T wherever T <= N, which
+  // the unfused graph needs to run at all (Causality), and the run time checks every value's
+  // shape against its inferred one: so the unfused graph runs only where they are equal, and
+  // the fused op (whose output is the scores' S rows) runs only where they are equal too. The
+  // fused op keeps the output shape inferred for the MatMul it replaces.
+  for (size_t i = 0; i < 4; ++i) {
+    const Dim o = gv_.dim(sm.input(0), i), t = gv_.dim(scores, i);
+    if (gv_.equal(o, t)) continue;
+    if (!window.if_fits || i < 2 || !o || !t || !window.if_fits->equal(*o, *t)) return std::nullopt;
+  }
+  const bool cond_fits = causal || window.if_fits.has_value();
+  std::optional<MaskPlan> plan = plan_mask(in, scores, causal, cond_fits);
   if (!plan && causal) {
     causal = false;
-    plan = plan_mask(in, scores, false);
+    plan = plan_mask(in, scores, false, cond_fits);
   }
   if (!plan) return std::nullopt;
+  // An additive causal mask computed from the sequence length (LLaMA) is is_causal, and the
+  // [S, T] mask is no longer computed at run time.
+  if (!causal && plan->kind == MaskKind::Float && mask_is_causal(gv_, plan->mask, scores, S, T)) {
+    causal = true;
+    plan->kind = MaskKind::None;
+  }
 
   // K and V sources: grouped-query repeats, then the cache Concat, on both or on neither.
   ValueId k = k_src, v = v_read;
@@ -564,6 +976,21 @@ std::optional<Rewrite> Fuser::attention(size_t si) {
     }
   }
   if (anchors.count(pv_index)) return std::nullopt;
+
+  // The fused op checks that the cond, now its mask, broadcasts: T <= N holds wherever it runs,
+  // for the layers after it. The cond is [1, .., 1, S, T] there: dims shape inference could
+  // not find (a later layer's Slice bounds) are those.
+  if (window.if_fits && !causal) {
+    // Only from a fused op something reads (dead code, which dce removes, enforces nothing).
+    const ValueId y = pv->outputs[0];
+    bool read = !gv_.readers[static_cast<size_t>(y)].empty();
+    for (ValueId o : g.outputs) read |= o == y;
+    if (read) facts_ = *window.if_fits;
+    Value& c = g.value(in.where_cond);
+    if (c.shape)
+      for (size_t i = 0; i < c.shape->size(); ++i)
+        if (!(*c.shape)[i]) (*c.shape)[i] = i + 2 < c.shape->size() ? Dim(DimExpr(1)) : i + 2 == c.shape->size() ? S : T;
+  }
 
   Rewrite rw;
   rw.anchor = pv_index;

@@ -7,8 +7,17 @@
 // The scale is a product of constant scalar Mul/Div on the scores, on Q and on K. The masks
 // are an Add of a float tensor and/or a Where(cond, scores, fill), or masked_fill's
 // Where(cond, fill, scores), with a constant fill <= -1e30. A lone Where whose cond is proven
-// a slice [T-S:T, :T] of a constant lower-triangular buffer (T <= its size) is is_causal = 1
-// (no row is then empty). Otherwise the masks become the one mask input, exactly: fill -inf
+// a slice [T-S:T, :T] of a constant lower-triangular buffer [N, N] (T <= N) is is_causal = 1
+// (no row is then empty). Where T <= N is not proven the window proof is redone assuming it:
+// the unfused graph fails unless T <= N (the cond's min(T, N) columns must broadcast against
+// T), so the cond then stays a mask (the fused op checks that it broadcasts, failing where the
+// unfused graph fails), and the softmax input's min(T, N)-style dims, which shape inference
+// took from the cond, count as the scores' S and T when they are equal under T <= N and the
+// same facts of the layers fused before (whose shapes the later layers' follow). An additive
+// float mask that is, element by element, 0 where j <= i + T - S and a fill <= -1e30
+// elsewhere, computed from Range/Less/Where/ConstantOfShape and layout ops (LLaMA's
+// _make_causal_mask), is is_causal = 1 too, and its [S, T] tensor is no longer computed.
+// Otherwise the masks become the one mask input, exactly: fill -inf
 // gives the bool mask cond (Not(cond) for masked_fill); a finite fill F the float mask
 // Where(cond, 0, F) (with a float mask m: Where(cond, m, F) or Where(cond, 0, F) + m, as the
 // Add and the Where nest), because -inf would turn a row the masks cover entirely, uniform in

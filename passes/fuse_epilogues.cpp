@@ -73,6 +73,10 @@ struct Chain {
   std::set<size_t> nodes;  // every node of the chain
   size_t last = 0;         // the chain's last node: the fused node takes its place
   ValueId out = kNoValue;  // the chain's result
+  // A Reshape between the product and its activation: the fused node takes the Reshape's place
+  // and writes its input, and the Reshape moves to the activation's place, writing `out`.
+  std::optional<size_t> reshape;
+  ValueId reshape_in = kNoValue;
 };
 
 class Fuser {
@@ -96,6 +100,16 @@ class Fuser {
         if (n != c->last) dead.insert(n);
       }
       (c->conv ? stats.convs : stats.matmuls)++;
+      if (c->reshape) {
+        dead.erase(*c->reshape);
+        Node fused = make_fused(*c, g_.nodes[i]);
+        fused.outputs = {c->reshape_in};
+        Node moved = g_.nodes[*c->reshape];
+        moved.outputs = {c->out};
+        replacements.emplace_back(*c->reshape, std::move(fused));
+        replacements.emplace_back(c->last, std::move(moved));
+        continue;
+      }
       replacements.emplace_back(c->last, make_fused(*c, g_.nodes[i]));
     }
     for (auto& [at, node] : replacements) g_.nodes[at] = std::move(node);
@@ -297,6 +311,25 @@ class Fuser {
         }
       } else if (read_activation(n, cur.dtype, c)) {
         stage = kActivation;
+      } else if (n.op == OpKind::Reshape && n.input(0) == c.out && !c.conv && !c.reshape) {
+        // GPT-2's Conv1D (addmm on a 2-D view, viewed back) then gelu: the activation is
+        // elementwise, so it may as well run before the Reshape, in the fused op, which then
+        // writes the Reshape's input; the Reshape moves after it.
+        const std::optional<size_t> a = single_reader(y);
+        if (!a) return;
+        const Node& act = g_.nodes[*a];
+        const ValueId z = sole_output(act);
+        if (z == kNoValue || value(z).dtype != cur.dtype || !same_shape(value(z), value(y))) return;
+        Chain with = c;
+        if (!read_activation(act, cur.dtype, with)) return;
+        c = with;
+        c.reshape = *r;
+        c.reshape_in = c.out;
+        c.nodes.insert(*r);
+        c.nodes.insert(*a);
+        c.last = *a;
+        c.out = z;
+        return;
       } else {
         return;
       }

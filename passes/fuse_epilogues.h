@@ -8,7 +8,10 @@
 //     - an Add of any tensor that broadcasts to the output without changing its shape (the
 //       residual),
 //     - one activation: Relu, Clip with constant (or absent) bounds, Sigmoid, Tanh, Gelu (either
-//       approximation), cuvil::SiLU with alpha 1, LeakyRelu,
+//       approximation), cuvil::SiLU with alpha 1, LeakyRelu; also behind a Reshape of the
+//       MatMul/Gemm (or bias) result (GPT-2's Conv1D: Gemm on a 2-D view, viewed back, then
+//       gelu): elementwise, it runs in the fused op, which takes the Reshape's place and writes
+//       its input, and the Reshape moves to the activation's place,
 //   becomes one FusedMatMul; Conv + residual Add + activation becomes one FusedConv with Conv's
 //   attributes. Each step is optional but they come in that order; a bare MatMul or Gemm stays
 //   as it is (it has its own tile kernel), a bare Conv becomes a FusedConv without epilogue (the

@@ -198,6 +198,33 @@ TEST(FuseAttentionModels, Gpt2ExportsFuseWithRangesAndMatch) {
   }
 }
 
+// Without --dim the causal buffer's bound T <= 64 is not proven: every layer still fuses, with
+// the sliced buffer as the mask (the graph fails unless T <= 64), and stays exact, including
+// the query rows the left padding masks entirely. The cached export at past 0 and past 2.
+TEST(FuseAttentionModels, Gpt2ExportsFuseWithoutRangesAndMatch) {
+  for (const char* model : {"gpt2_tiny.onnx", "gpt2_tiny_past.onnx"}) {
+    SCOPED_TRACE(model);
+    if (!have_model(model)) GTEST_SKIP() << model << " is not in testdata/models";
+    const bool past = std::string(model) == "gpt2_tiny_past.onnx";
+    std::map<std::string, int> h = ops_after_passes(kSource + "/testdata/models/" + model, {});
+    EXPECT_EQ(h["cuvil::Attention"], 2);
+    EXPECT_EQ(h["Softmax"], 0);
+    EXPECT_EQ(h["cuvil::MaskedSoftmax"], 0);
+    for (int64_t P : past ? std::vector<int64_t>{0, 2} : std::vector<int64_t>{0}) {
+      SCOPED_TRACE(P);
+      const int64_t B = 2, S = 3;
+      std::vector<Input> in = token_inputs(B, S, P + S, true);
+      for (int layer = 0; past && layer < 2; ++layer)
+        for (const char* kind : {"past_key_", "past_value_"})
+          in.push_back({kind + std::to_string(layer), "<f4", {B, 4, P, 32}, random_f32(B * 4 * P * 32)});
+      std::vector<std::string> outs{"logits"};
+      for (int layer = 0; past && layer < 2; ++layer)
+        for (const char* kind : {"present_key_", "present_value_"}) outs.push_back(kind + std::to_string(layer));
+      expect_fused_matches_unfused(kSource + "/testdata/models/" + model, in, {}, outs);
+    }
+  }
+}
+
 TEST(FuseAttentionModels, LlamaExportFusesAndMatches) {
   if (!have_model("llama_tiny.onnx")) GTEST_SKIP() << "llama_tiny.onnx is not in testdata/models";
   std::map<std::string, int> h = ops_after_passes(kSource + "/testdata/models/llama_tiny.onnx", {});
@@ -205,6 +232,50 @@ TEST(FuseAttentionModels, LlamaExportFusesAndMatches) {
   EXPECT_EQ(h["Softmax"], 0);
   expect_fused_matches_unfused(kSource + "/testdata/models/llama_tiny.onnx", token_inputs(2, 5, 5, false), {},
                                {"logits"});
+}
+
+// LLaMA's additive causal mask is proven causal: both Attentions are is_causal = 1 without a
+// mask input, and the mask's Less/Where/ConstantOfShape/Expand are gone.
+TEST(FuseAttentionModels, LlamaExportCausalMaskBecomesIsCausal) {
+  if (!have_model("llama_tiny.onnx")) GTEST_SKIP() << "llama_tiny.onnx is not in testdata/models";
+  Model m = frontend::import_onnx_file(kSource + "/testdata/models/llama_tiny.onnx");
+  run_passes(m);
+  int attention = 0;
+  for (const Node& n : m.graph->nodes) {
+    EXPECT_NE(n.op, OpKind::Less) << n.name;
+    EXPECT_NE(n.op, OpKind::ConstantOfShape) << n.name;
+    if (n.op != OpKind::Attention) continue;
+    ++attention;
+    EXPECT_EQ(n.attr_int("is_causal", 0), 1) << n.name;
+    EXPECT_EQ(n.input(3), kNoValue) << n.name;
+  }
+  EXPECT_EQ(attention, 2);
+}
+
+TEST(FuseAttentionModels, Gpt2TwoLayersFuseWithoutRanges) {
+  const std::map<std::string, int> h = ops_after_passes(kCases + "gpt2_two_layers.onnx", {});
+  EXPECT_EQ(h.count("Softmax"), 0u);
+  EXPECT_EQ(h.at("cuvil::Attention"), 2);
+  std::vector<float> padding(2 * 5, 0.0f);
+  padding[5] = -3.4028235e38f;  // batch 1, key 0: query 0's row is masked entirely
+  std::vector<Input> in;
+  for (const char* n : {"q", "k", "v"}) in.push_back({n, "<f4", {2, 2, 5, 4}, random_f32(80, 2.0f)});
+  in.push_back({"padding", "<f4", {2, 1, 1, 5}, raw(padding)});
+  expect_fused_matches_unfused(kCases + "gpt2_two_layers.onnx", in, {}, {"y"});
+}
+
+TEST(FuseAttentionModels, LlamaCausalMaskProvenElementByElement) {
+  Model m = frontend::import_onnx_file(kCases + "llama_causal_mask.onnx");
+  run_passes(m);
+  std::map<std::string, int> causal;  // output name -> is_causal
+  for (const Node& n : m.graph->nodes)
+    if (n.op == OpKind::Attention)
+      causal[m.graph->value(n.outputs[0]).name] = static_cast<int>(n.attr_int("is_causal", 0));
+  const std::map<std::string, int> want = {{"y_causal", 1}, {"y_shifted", 0}, {"y_anti", 0}};
+  EXPECT_EQ(causal, want);
+  std::vector<Input> in;
+  for (const char* n : {"q", "k", "v"}) in.push_back({n, "<f4", {2, 2, 5, 4}, random_f32(80, 2.0f)});
+  expect_fused_matches_unfused(kCases + "llama_causal_mask.onnx", in, {}, {"y_causal", "y_shifted", "y_anti"});
 }
 
 TEST(FuseAttentionModels, Gpt2CacheCausalBecomesCausalAttentionWithPresent) {

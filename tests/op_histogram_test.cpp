@@ -110,23 +110,41 @@ TEST(OpHistogram, TorchScriptedLoop) {
 }
 
 // The decoder and MobileNet exports (testdata/models/README.md). Their golden files record what
-// the passes leave today; only what must never remain is asserted here, since the fusion passes
-// change the rest.
+// the passes leave today; besides what must never remain, the attention is asserted: every
+// attention block (2 layers each) is one cuvil::Attention with the default compile (no --dim),
+// and no Softmax is left.
+void expect_one_attention_per_layer(const std::string& h, int layers) {
+  EXPECT_NE(h.find("cuvil::Attention " + std::to_string(layers) + "\n"), std::string::npos) << h;
+  EXPECT_EQ(h.find("Softmax "), std::string::npos) << h;
+  EXPECT_EQ(h.find("cuvil::MaskedSoftmax "), std::string::npos) << h;
+}
+
 TEST(OpHistogram, Gpt2Tiny) {
   const std::string h = histogram_after_passes("testdata/models/gpt2_tiny.onnx");
   expect_no_leftovers(h);
+  expect_one_attention_per_layer(h, 2);
+  // gelu_new after each MLP's Conv1D (Gemm, Reshape back to 3-D) is its FusedMatMul's epilogue.
+  EXPECT_EQ(h.find("Gelu "), std::string::npos) << h;
+  EXPECT_NE(h.find("cuvil::FusedMatMul 2\n"), std::string::npos) << h;
   check_histogram("gpt2_tiny", h);
 }
 
 TEST(OpHistogram, Gpt2TinyPast) {
   const std::string h = histogram_after_passes("testdata/models/gpt2_tiny_past.onnx");
   expect_no_leftovers(h);
+  expect_one_attention_per_layer(h, 2);
+  // The cache concatenations are the Attentions' present outputs.
+  EXPECT_EQ(h.find("Concat "), std::string::npos) << h;
   check_histogram("gpt2_tiny_past", h);
 }
 
 TEST(OpHistogram, LlamaTiny) {
   const std::string h = histogram_after_passes("testdata/models/llama_tiny.onnx");
   expect_no_leftovers(h);
+  expect_one_attention_per_layer(h, 2);
+  // The additive causal mask is is_causal: nothing computes it at run time.
+  for (const char* op : {"Less ", "ConstantOfShape ", "Expand ", "Where "})
+    EXPECT_EQ(("\n" + h).find(std::string("\n") + op), std::string::npos) << op << "remains:\n" << h;
   check_histogram("llama_tiny", h);
 }
 

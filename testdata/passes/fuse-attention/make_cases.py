@@ -181,8 +181,92 @@ def attention_left_alone():
     save("attention_left_alone", nodes, inputs, [vi("y_scale_after_mask", None), vi("y_broadcast_heads", None)], inits)
 
 
+# GPT-2, two layers, no --dim: without a range T <= 8 (the buffer's size) is not proven, and
+# shape inference gives the masked scores min(seq, 8)-style dims (the cond's). Both layers
+# still fuse, the tril slice kept as the mask: the graph fails unless T <= 8 (the cond's
+# min(T, 8) columns must broadcast against T), and the second layer's shapes follow the first's.
+# (no --dim)
+def gpt2_two_layers():
+    H, D, N = 2, 4, 8
+    vi = lambda n, dims: h.make_tensor_value_info(n, TP.FLOAT, dims)
+    inputs = [vi("q", ["batch", H, "seq", D]), vi("k", ["batch", H, "seq", D]), vi("v", ["batch", H, "seq", D]),
+              vi("padding", ["batch", 1, 1, "seq"])]
+    inits = [const("bias", np.tril(np.ones((N, N), dtype=bool)).reshape(1, 1, N, N)),
+             const("two", np.array(2.0, np.float32)), const("fill", np.array(F32_MIN, np.float32)),
+             const("axis2", np.array([2], np.int64)), const("axis3", np.array([3], np.int64)),
+             const("zero", np.array([0], np.int64)), const("i2", np.array(2, np.int64)),
+             const("ax0", np.array([0], np.int64))]
+    nodes = []
+    for layer, (q, k, v, y) in enumerate([("q", "k", "v", "y1"), ("y1", "y1", "y1", "y")]):
+        p = f"l{layer}_"
+        nodes += [
+            h.make_node("Transpose", [k], [p + "kt"], perm=[0, 1, 3, 2]),
+            h.make_node("MatMul", [q, p + "kt"], [p + "qk"]),
+            h.make_node("Div", [p + "qk", "two"], [p + "scores"]),
+            h.make_node("Shape", [q], [p + "q_shape"]),
+            h.make_node("Gather", [p + "q_shape", "i2"], [p + "S"], axis=0),
+            h.make_node("Unsqueeze", [p + "S", "ax0"], [p + "end"]),
+            h.make_node("Slice", ["bias", "zero", p + "end", "axis2"], [p + "rows"]),
+            h.make_node("Slice", [p + "rows", "zero", p + "end", "axis3"], [p + "causal_mask"]),
+            h.make_node("Where", [p + "causal_mask", p + "scores", "fill"], [p + "masked"]),
+            h.make_node("Add", [p + "masked", "padding"], [p + "padded"]),
+            h.make_node("Softmax", [p + "padded"], [p + "probs"], axis=-1),
+            h.make_node("MatMul", [p + "probs", v], [y]),
+        ]
+    save("gpt2_two_layers", nodes, inputs, [vi("y", None)], inits)
+
+
+# LLaMA's _make_causal_mask (transformers 4.35) from the sequence length: full(finfo.min)
+# masked_fill(arange < (arange + 1).view(S, 1), 0), unsqueezed and expanded to [B, 1, S, S],
+# added to the scores. Proven causal element by element: is_causal = 1, no mask computed
+# (y_causal). Kept as a float mask: the diagonal shifted by one (y_shifted, j <= i + 1) and the
+# fill on the other side (y_anti, masked_fill of the lower triangle).
+# (no --dim)
+def llama_causal_mask():
+    H, D = 2, 4
+    vi = lambda n, dims: h.make_tensor_value_info(n, TP.FLOAT, dims)
+    vo = lambda n: h.make_tensor_value_info(n, TP.FLOAT, None)
+    inputs = [vi("q", ["batch", H, "seq", D]), vi("k", ["batch", H, "seq", D]), vi("v", ["batch", H, "seq", D])]
+    inits = [const("i0", np.array(0, np.int64)), const("i1", np.array(1, np.int64)),
+             const("i2", np.array(2, np.int64)), const("ax0", np.array([0], np.int64)),
+             const("ax01", np.array([0, 1], np.int64)), const("one1", np.array([1], np.int64)),
+             const("fzero", np.array(0.0, np.float32)), const("scale", np.array(0.5, np.float32))]
+    nodes = [
+        h.make_node("Shape", ["q"], ["q_shape"]),
+        h.make_node("Gather", ["q_shape", "i2"], ["S"], axis=0),
+        h.make_node("Gather", ["q_shape", "i0"], ["B"], axis=0),
+        h.make_node("Unsqueeze", ["S", "ax0"], ["S1"]),
+        h.make_node("Unsqueeze", ["B", "ax0"], ["B1"]),
+        h.make_node("Concat", ["S1", "S1"], ["SS"], axis=0),
+        h.make_node("ConstantOfShape", ["SS"], ["full"],
+                    value=nh.from_array(np.array([F32_MIN], np.float32))),
+        h.make_node("Range", ["i0", "S", "i1"], ["cols"]),
+        h.make_node("Concat", ["S1", "one1"], ["S_by_1"], axis=0),
+        h.make_node("Concat", ["B1", "one1", "S1", "S1"], ["BSS"], axis=0),
+    ]
+    for name, shift, lower in (("causal", "i1", False), ("shifted", "i2", False), ("anti", "i1", True)):
+        nodes += [
+            h.make_node("Add", ["cols", shift], [f"{name}_next"]),
+            h.make_node("Reshape", [f"{name}_next", "S_by_1"], [f"{name}_rows"]),
+            h.make_node("Less", ["cols", f"{name}_rows"], [f"{name}_lower"]),
+            h.make_node("Where", [f"{name}_lower", "full", "fzero"] if lower else [f"{name}_lower", "fzero", "full"],
+                        [f"{name}_mask2"]),
+            h.make_node("Unsqueeze", [f"{name}_mask2", "ax01"], [f"{name}_mask4"]),
+            h.make_node("Expand", [f"{name}_mask4", "BSS"], [f"{name}_mask"]),
+            h.make_node("Transpose", ["k"], [f"{name}_kt"], perm=[0, 1, 3, 2]),
+            h.make_node("MatMul", ["q", f"{name}_kt"], [f"{name}_qk"]),
+            h.make_node("Mul", [f"{name}_qk", "scale"], [f"{name}_scores"]),
+            h.make_node("Add", [f"{name}_scores", f"{name}_mask"], [f"{name}_masked"]),
+            h.make_node("Softmax", [f"{name}_masked"], [f"{name}_probs"], axis=-1),
+            h.make_node("MatMul", [f"{name}_probs", "v"], [f"y_{name}"]),
+        ]
+    save("llama_causal_mask", nodes, inputs, [vo("y_causal"), vo("y_shifted"), vo("y_anti")], inits)
+
+
 attention_left_alone()
 gpt2()
+gpt2_two_layers()
+llama_causal_mask()
 gpt2_padding()
 llama()
 softmax_only()
