@@ -23,6 +23,7 @@
 #include "compile_in_process.h"
 #include "cuvil.h"
 #include "onnx_builder.h"
+#include "runtime/cpu/cpu_features.h"
 #include "runtime/disasm.h"
 #include "runtime/verifier.h"
 
@@ -539,6 +540,46 @@ TEST(TileLoop, FusedMatMulMatchesItsKernel) {
                         {"r", make_tensor(1, {rows, N}, random_floats(static_cast<size_t>(rows * N), seed++, true))}});
       expect_fused_matches(m, {"m=1:64"}, sets, 1e-4f, 1);
     }
+}
+
+// The tile Unary functions with a runtime/cpu/vec_math.h form (Exp, Sigmoid, Tanh, Erf, Gelu,
+// Gelu tanh) equal their whole-tensor kernels bit for bit, on every CPU path this machine
+// supports, over a wide spread of inputs (both signs, tiny to overflowing, NaN, infinities, -0)
+// and lengths with vector tails.
+TEST(TileLoop, VecMathUnaryOpsMatchTheirKernelsBitForBit) {
+  struct Op {
+    const char* op;
+    int64_t opset;
+    const char* approximate;
+  };
+  std::vector<float> spread = {0.f, -0.f, INFINITY, -INFINITY, NAN, 1e-40f, -1e-30f, 88.72f, 89.f, -104.f};
+  std::mt19937 rng(77);
+  std::uniform_real_distribution<float> mag(-12.f, 7.f);
+  while (spread.size() < 1003) spread.push_back((rng() % 2 ? 1.f : -1.f) * std::pow(2.f, mag(rng)));
+  const rt::CpuPath before = rt::active_cpu_path();
+  for (const Op& op : {Op{"Exp", 13, ""}, Op{"Sigmoid", 13, ""}, Op{"Tanh", 13, ""}, Op{"Erf", 13, ""},
+                       Op{"Gelu", 20, "none"}, Op{"Gelu", 20, "tanh"}}) {
+    SCOPED_TRACE(std::string(op.op) + " " + op.approximate);
+    onnx::ModelProto m = test::make_model(op.opset);
+    auto* g = m.mutable_graph();
+    test::add_input(g, "x", Tp::FLOAT, {"n"});
+    *g->add_initializer() = test::make_float_tensor("s", {}, {1.5f});
+    test::add_node(g, "Mul", {"x", "s"}, {"xs"}, "scale");
+    auto* n = test::add_node(g, op.op, {"xs"}, {"y"}, "f");
+    if (*op.approximate) test::set_attr_string(n, "approximate", op.approximate);
+    test::add_output(g, "y", Tp::FLOAT, {"n"});
+    const Compiled fused = compile(m, true, {"n=1:2000"});
+    EXPECT_EQ(count_tile_opcode(fused.lowered.program, rt::TileOpcode::Unary), 1) << rt::disassemble(fused.lowered.program);
+    for (rt::CpuPath path : rt::supported_cpu_paths()) {
+      SCOPED_TRACE(rt::cpu_path_name(path));
+      ASSERT_TRUE(rt::set_cpu_path_for_testing(path));
+      std::vector<std::vector<std::pair<std::string, Tensor>>> sets;
+      for (int64_t len : {1, 37, 1003})
+        sets.push_back({{"x", make_tensor(1, {len}, std::vector<float>(spread.begin(), spread.begin() + len))}});
+      expect_fused_matches(m, {"n=1:2000"}, sets, 0.f, 0);
+    }
+  }
+  ASSERT_TRUE(rt::set_cpu_path_for_testing(before));
 }
 
 // Gemm with both transposes, alpha and C, then Sigmoid: FusedMatMul with transA and transB.

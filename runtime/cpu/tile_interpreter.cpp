@@ -6,6 +6,7 @@
 
 #include "runtime/cpu/ops/gemm_micro.h"
 #include "runtime/cpu/ops/kernel_util.h"
+#include "runtime/cpu/vec_math.h"
 #include "runtime/verifier.h"
 #include "support/checked.h"
 
@@ -87,27 +88,25 @@ inline float apply_unary(UnaryFn f, float x) {
     case UnaryFn::Abs: return std::fabs(x);
     case UnaryFn::Neg: return -x;
     case UnaryFn::Relu: return x != x ? x : (x > 0.f ? x : 0.f);  // NaN propagates
-    case UnaryFn::Sigmoid: return 1.f / (1.f + std::exp(-x));
-    case UnaryFn::Tanh: return std::tanh(x);
-    case UnaryFn::Exp: return std::exp(x);
+    // runtime/cpu/vec_math.h: the whole-tensor kernels call the same functions, bit for bit.
+    case UnaryFn::Sigmoid: return vm::sigmoid1(x);
+    case UnaryFn::Tanh: return vm::tanh1(x);
+    case UnaryFn::Exp: return vm::exp1(x);
     case UnaryFn::Log: return std::log(x);
     case UnaryFn::Sqrt: return std::sqrt(x);
     case UnaryFn::Reciprocal: return 1.f / x;
     case UnaryFn::Floor: return std::floor(x);
     case UnaryFn::Ceil: return std::ceil(x);
-    case UnaryFn::Erf: return std::erf(x);
+    case UnaryFn::Erf: return vm::erf1(x);
     case UnaryFn::Sin: return std::sin(x);
     case UnaryFn::Cos: return std::cos(x);
     case UnaryFn::Softplus: return x > 20.f ? x : std::log1p(std::exp(x));
     case UnaryFn::Softsign: return x / (1.f + std::fabs(x));
     case UnaryFn::Identity: return x;
-    // The same expressions as kernel_Gelu (runtime/cpu/ops/elementwise.cpp), so fused and
+    // The same functions as kernel_Gelu (runtime/cpu/ops/elementwise.cpp), so fused and
     // unfused results agree bit for bit.
-    case UnaryFn::Gelu: return 0.5f * x * (1.f + std::erf(x * 0.70710678118654752440f));
-    case UnaryFn::GeluTanh: {
-      const float k = 0.79788456080286535588f;
-      return 0.5f * x * (1.f + std::tanh(k * (x + 0.044715f * x * x * x)));
-    }
+    case UnaryFn::Gelu: return vm::gelu1(x);
+    case UnaryFn::GeluTanh: return vm::gelu_tanh1(x);
     case UnaryFn::kCount: break;
   }
   return x;
@@ -132,6 +131,13 @@ CUVIL_TILE_CLONES void run_unary(UnaryFn f, float* d, const float* s, int64_t n)
     case UnaryFn::Sqrt: for (int64_t i = 0; i < n; ++i) d[i] = std::sqrt(s[i]); return;
     case UnaryFn::Reciprocal: for (int64_t i = 0; i < n; ++i) d[i] = 1.f / s[i]; return;
     case UnaryFn::Identity: std::memmove(d, s, static_cast<size_t>(n) * sizeof(float)); return;
+    // Vectorised maths (runtime/cpu/vec_math.h), the functions the whole-tensor kernels call.
+    case UnaryFn::Sigmoid: vm::sigmoid(s, d, n); return;
+    case UnaryFn::Tanh: vm::tanh(s, d, n); return;
+    case UnaryFn::Exp: vm::exp(s, d, n); return;
+    case UnaryFn::Erf: vm::erf(s, d, n); return;
+    case UnaryFn::Gelu: vm::gelu(s, d, n); return;
+    case UnaryFn::GeluTanh: vm::gelu_tanh(s, d, n); return;
     default:
       for (int64_t i = 0; i < n; ++i) d[i] = apply_unary(f, s[i]);
   }
@@ -152,10 +158,8 @@ CUVIL_TILE_CLONES void run_binary(BinaryFn f, float* d, const float* a, const fl
       return;
     case BinaryFn::Pow: for (int64_t i = 0; i < n; ++i) d[i] = std::pow(a[i], b[i]); return;
     case BinaryFn::PRelu: for (int64_t i = 0; i < n; ++i) d[i] = a[i] < 0.f ? a[i] * b[i] : a[i]; return;
-    // The expression of kernel_SwiGLU (runtime/cpu/ops/fused_pointwise.cpp), bit for bit.
-    case BinaryFn::SwiGLU:
-      for (int64_t i = 0; i < n; ++i) d[i] = a[i] * (1.f / (1.f + std::exp(-a[i]))) * b[i];
-      return;
+    // The function of kernel_SwiGLU (runtime/cpu/ops/fused_pointwise.cpp), bit for bit.
+    case BinaryFn::SwiGLU: vm::swiglu(a, b, d, n); return;
     case BinaryFn::kCount: return;
   }
 }
@@ -311,7 +315,7 @@ class KernelRun {
           std::memcpy(&alpha, &in.a[2], sizeof alpha);
           float* d = R(in.a[0]);
           const float* x = R(in.a[1]);
-          for (int64_t e = 0; e < count; ++e) d[e] = x[e] * (1.f / (1.f + std::exp(-(alpha * x[e]))));
+          vm::silu(x, d, count, alpha);
           break;
         }
         case TileOpcode::kCount: break;

@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "runtime/cpu/ops/kernel_util.h"
+#include "runtime/cpu/vec_math.h"
 #include "runtime/op_kernel.h"
 
 namespace cuvil::rt::ops {
@@ -240,6 +241,25 @@ template <typename F> Status float_unary(OpContext& ctx, const F& f) {
   return unary_op<kFloatTypes>(ctx, f);
 }
 
+// Unary math with a runtime/cpu/vec_math.h form: float32 tensors run the vectorised array
+// function, float16/bfloat16 its scalar twin on each element converted to float (the same bits,
+// as the tile interpreter computes them), double keeps `f` in double precision.
+template <typename F>
+Status vec_unary(OpContext& ctx, void (*array)(const float*, float*, int64_t), float (*scalar)(float), const F& f) {
+  CUVIL_RETURN_IF_ERROR(require_inputs(ctx, 1));
+  CUVIL_RETURN_IF_ERROR(require_dtype(ctx, 0, kFloatTypes));
+  const TensorView& x = *ctx.input(0);
+  if (x.dtype == DType::Double) return unary_op<kFloatTypes>(ctx, f);
+  if (x.dtype != DType::Float) return unary_op<kFloatTypes>(ctx, [scalar](auto v) { return scalar(float(v)); });
+  TensorView* out = nullptr;
+  CUVIL_RETURN_IF_ERROR(ctx.allocate_output(0, x.dtype, x.dims, &out));
+  const float* src = x.as<float>();
+  float* dst = out->as<float>();
+  parallel_range(ctx, x.numel(), kGrainElements,
+                 [&](int64_t b, int64_t e) { array(src + b, dst + b, e - b); });
+  return Status::ok();
+}
+
 // out (bool) = pred(x) for float x.
 template <typename F> Status float_predicate(OpContext& ctx, const F& pred) {
   CUVIL_RETURN_IF_ERROR(require_inputs(ctx, 1));
@@ -435,18 +455,18 @@ Status kernel_Cosh(OpContext& ctx) { return float_unary(ctx, [](auto x) { return
 Status kernel_Sin(OpContext& ctx) { return float_unary(ctx, [](auto x) { return std::sin(x); }); }
 Status kernel_Sinh(OpContext& ctx) { return float_unary(ctx, [](auto x) { return std::sinh(x); }); }
 Status kernel_Tan(OpContext& ctx) { return float_unary(ctx, [](auto x) { return std::tan(x); }); }
-Status kernel_Tanh(OpContext& ctx) { return float_unary(ctx, [](auto x) { return std::tanh(x); }); }
+Status kernel_Tanh(OpContext& ctx) { return vec_unary(ctx, vm::tanh, vm::tanh1, [](auto x) { return std::tanh(x); }); }
 Status kernel_Ceil(OpContext& ctx) { return float_unary(ctx, [](auto x) { return std::ceil(x); }); }
 Status kernel_Floor(OpContext& ctx) { return float_unary(ctx, [](auto x) { return std::floor(x); }); }
 Status kernel_Round(OpContext& ctx) { return float_unary(ctx, [](auto x) { return round_half_even(x); }); }
-Status kernel_Erf(OpContext& ctx) { return float_unary(ctx, [](auto x) { return std::erf(x); }); }
-Status kernel_Exp(OpContext& ctx) { return float_unary(ctx, [](auto x) { return std::exp(x); }); }
+Status kernel_Erf(OpContext& ctx) { return vec_unary(ctx, vm::erf, vm::erf1, [](auto x) { return std::erf(x); }); }
+Status kernel_Exp(OpContext& ctx) { return vec_unary(ctx, vm::exp, vm::exp1, [](auto x) { return std::exp(x); }); }
 Status kernel_Log(OpContext& ctx) { return float_unary(ctx, [](auto x) { return std::log(x); }); }
 Status kernel_Sqrt(OpContext& ctx) { return float_unary(ctx, [](auto x) { return std::sqrt(x); }); }
 Status kernel_Reciprocal(OpContext& ctx) {
   return float_unary(ctx, [](auto x) { return decltype(x)(1) / x; });
 }
-Status kernel_Sigmoid(OpContext& ctx) { return float_unary(ctx, [](auto x) { return sigmoid(x); }); }
+Status kernel_Sigmoid(OpContext& ctx) { return vec_unary(ctx, vm::sigmoid, vm::sigmoid1, [](auto x) { return sigmoid(x); }); }
 Status kernel_Softplus(OpContext& ctx) { return float_unary(ctx, [](auto x) { return softplus(x); }); }
 Status kernel_Softsign(OpContext& ctx) {
   return float_unary(ctx, [](auto x) { return x / (decltype(x)(1) + std::fabs(x)); });
@@ -532,13 +552,13 @@ Status kernel_Shrink(OpContext& ctx) {
 Status kernel_Gelu(OpContext& ctx) {
   const std::string approx = ctx.attrs().get_string("approximate", "none");
   if (approx == "none") {
-    return float_unary(ctx, [](auto x) {
+    return vec_unary(ctx, vm::gelu, vm::gelu1, [](auto x) {
       using C = decltype(x);
       return C(0.5) * x * (C(1) + std::erf(x * static_cast<C>(0.70710678118654752440)));
     });
   }
   if (approx == "tanh") {
-    return float_unary(ctx, [](auto x) {
+    return vec_unary(ctx, vm::gelu_tanh, vm::gelu_tanh1, [](auto x) {
       using C = decltype(x);
       const C k = static_cast<C>(0.79788456080286535588);  // sqrt(2/pi)
       return C(0.5) * x * (C(1) + std::tanh(k * (x + C(0.044715) * x * x * x)));

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "runtime/cpu/ops/kernel_util.h"
+#include "runtime/cpu/vec_math.h"
 
 namespace cuvil::rt::ops {
 namespace {
@@ -62,17 +63,14 @@ Status require_f32(OpContext& ctx, size_t index, const char* role, const TensorV
   return Status::ok();
 }
 
-// In place: s[0, n) becomes softmax(s). Sums in float after subtracting the maximum; all -inf
-// (or any NaN) gives NaN everywhere, as the unfused Softmax does.
+// In place: s[0, n) becomes softmax(s), computed as the unfused float32 Softmax kernel
+// (runtime/cpu/ops/reduce.cpp) computes it: vm::exp after subtracting the maximum, the sum in
+// vec_math's fixed order, one reciprocal; all -inf (or any NaN) gives NaN everywhere.
 void softmax_row(float* s, int64_t n) {
-  float m = -std::numeric_limits<float>::infinity();
-  for (int64_t j = 0; j < n; ++j) m = std::max(m, s[j]);
-  float total = 0.0f;
-  for (int64_t j = 0; j < n; ++j) {
-    s[j] = std::exp(s[j] - m);
-    total += s[j];
-  }
-  const float inv = 1.0f / total;
+  if (n <= 0) return;
+  float m = s[0];
+  for (int64_t j = 1; j < n; ++j) m = s[j] > m ? s[j] : m;  // NaN reaches the sum
+  const float inv = 1.0f / vm::exp_sub_sum(s, m, s, n);
   for (int64_t j = 0; j < n; ++j) s[j] *= inv;
 }
 

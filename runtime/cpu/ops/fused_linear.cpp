@@ -10,6 +10,7 @@
 #include "ir/fused_ops.h"
 #include "runtime/cpu/ops/conv.h"
 #include "runtime/cpu/ops/kernel_util.h"
+#include "runtime/cpu/vec_math.h"
 
 namespace cuvil::rt::ops {
 namespace {
@@ -58,6 +59,32 @@ Status epilogue_operand(OpContext& ctx, size_t index, const char* role, DType dt
   return Status::ok();
 }
 
+// The array function of an activation that runtime/cpu/vec_math.h computes (SiLU as
+// x * sigmoid(x), as kernel_SiLU and the tile Silu), or null.
+using VecActivation = void (*)(const float*, float*, int64_t);
+void silu1_array(const float* x, float* y, int64_t n) { vm::silu(x, y, n, 1.0f); }
+VecActivation vec_activation(fused::Activation act) {
+  switch (act) {
+    case fused::Activation::Sigmoid: return vm::sigmoid;
+    case fused::Activation::Tanh: return vm::tanh;
+    case fused::Activation::Silu: return silu1_array;
+    case fused::Activation::Gelu: return vm::gelu;
+    case fused::Activation::GeluTanh: return vm::gelu_tanh;
+    default: return nullptr;
+  }
+}
+// Double tensors: the same activation on one element (a float function), else the reference.
+float activation1(const ActivationSpec& spec, float v) {
+  switch (spec.act) {
+    case fused::Activation::Sigmoid: return vm::sigmoid1(v);
+    case fused::Activation::Tanh: return vm::tanh1(v);
+    case fused::Activation::Silu: return vm::silu1(v, 1.0f);
+    case fused::Activation::Gelu: return vm::gelu1(v);
+    case fused::Activation::GeluTanh: return vm::gelu_tanh1(v);
+    default: return fused::apply_activation(spec.act, v, spec.alpha, spec.beta);
+  }
+}
+
 // y = act(y + bias + residual) over y's dims, in compute type C. The operands are summed in
 // the order of the unfused graph: the accumulator, then the bias, then the residual.
 template <typename C>
@@ -85,6 +112,20 @@ void apply_epilogue(OpContext& ctx, C* y, const std::vector<int64_t>& dims, cons
       const int64_t bstep = bp && rank ? bias.strides.back() : 0;
       const int64_t rstep = rp && rank ? residual.strides.back() : 0;
       C* yr = y + row * inner;
+      if constexpr (std::is_same_v<C, float>) {
+        // Activations with a runtime/cpu/vec_math.h form run vectorised over the row after the
+        // sums, the functions the tile epilogue and the unfused kernels call (bit for bit).
+        if (auto fn = vec_activation(spec.act)) {
+          for (int64_t j = 0; j < inner; ++j) {
+            C v = yr[j];
+            if (bp) v += bp[boff + j * bstep];
+            if (rp) v += rp[roff + j * rstep];
+            yr[j] = v;
+          }
+          fn(yr, yr, inner);
+          continue;
+        }
+      }
       for (int64_t j = 0; j < inner; ++j) {
         C v = yr[j];
         if (bp) v += bp[boff + j * bstep];
@@ -99,10 +140,10 @@ void apply_epilogue(OpContext& ctx, C* y, const std::vector<int64_t>& dims, cons
             case fused::Activation::Relu: v = v > 0 ? v : 0; break;
             case fused::Activation::Clip: v = v < spec.alpha ? spec.alpha : (v > spec.beta ? spec.beta : v); break;
             case fused::Activation::LeakyRelu: v = v >= 0 ? v : spec.alpha * v; break;
-            default: v = fused::apply_activation(spec.act, static_cast<float>(v), spec.alpha, spec.beta);
+            default: v = activation1(spec, static_cast<float>(v));
           }
         } else {
-          v = fused::apply_activation(spec.act, v, spec.alpha, spec.beta);
+          v = activation1(spec, v);
         }
         yr[j] = v;
       }

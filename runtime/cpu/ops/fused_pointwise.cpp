@@ -3,18 +3,18 @@
 // canonicalize tests compare them with the unfused ONNX subgraphs they replace) and run where
 // no tile form exists: RMSNorm and Rotary always, SiLU and SwiGLU when they are not fused into
 // a tile kernel (codegen/lower.cpp). Float32 only: the passes rewrite only float32 idioms, and
-// a hand-written IR file with another dtype gets an error naming the node. The sigmoid is
-// spelled 1 / (1 + exp(-x)) as in kernel_Sigmoid and the tile interpreter, so a rewritten
-// graph differs from the unfused one only by the rounding of the final products.
+// a hand-written IR file with another dtype gets an error naming the node. SiLU and SwiGLU
+// call runtime/cpu/vec_math.h, as kernel_Sigmoid and the tile interpreter do, so a rewritten
+// graph differs from the unfused one only by the rounding of the final products, and a fused
+// tile kernel equals this one bit for bit.
 #include <array>
 #include <cmath>
 
 #include "runtime/cpu/ops/kernel_util.h"
+#include "runtime/cpu/vec_math.h"
 
 namespace cuvil::rt::ops {
 namespace {
-
-inline float sigmoid(float x) { return 1.f / (1.f + std::exp(-x)); }
 
 // Input i, present, float32 and with data.
 Status float_input(OpContext& ctx, size_t i, const char* role, const TensorView** out) {
@@ -122,7 +122,7 @@ Status kernel_SiLU(OpContext& ctx) {
   const float* xp = x->as<float>();
   float* yp = y->as<float>();
   parallel_range(ctx, x->numel(), 4096, [&](int64_t begin, int64_t end) {
-    for (int64_t i = begin; i < end; ++i) yp[i] = xp[i] * sigmoid(alpha * xp[i]);
+    vm::silu(xp + begin, yp + begin, end - begin, alpha);
   });
   return Status::ok();
 }
@@ -147,10 +147,9 @@ Status kernel_SwiGLU(OpContext& ctx) {
       const float *gr = gp + off[0], *ur = up + off[1];
       float* yr = yp + r * plan.cols;
       const int64_t sg = plan.inner_stride[0], su = plan.inner_stride[1];
-      for (int64_t c = 0; c < plan.cols; ++c) {
-        const float gv = gr[c * sg];
-        yr[c] = gv * sigmoid(gv) * ur[c * su];
-      }
+      if (sg == 1 && su == 1) vm::swiglu(gr, ur, yr, plan.cols);
+      else
+        for (int64_t c = 0; c < plan.cols; ++c) yr[c] = vm::swiglu1(gr[c * sg], ur[c * su]);
     }
   });
   return Status::ok();

@@ -1,0 +1,56 @@
+// The AVX-512 path of runtime/cpu/vec_math.h (built with -mavx512f -mavx512dq -mfma
+// -ffp-contract=off; called only when active_cpu_path() says the CPU has AVX-512 F/BW/DQ/VL).
+// Includes no header with inline library code, so no AVX-512 instruction can leak into code
+// that other paths run.
+#if defined(__x86_64__)
+// GCC 12 warns that _mm512_undefined_ps() is "maybe uninitialized" inside max/min intrinsics.
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#include <immintrin.h>
+
+#include <cstdint>
+
+namespace cuvil::rt::vm::avx512 {
+namespace {
+
+struct Avx512 {
+  using V = __m512;
+  using M = __mmask16;
+  static constexpr int kWidth = 16;
+  static V set(float f) { return _mm512_set1_ps(f); }
+  static V load(const float* p) { return _mm512_loadu_ps(p); }
+  static void store(float* p, V v) { _mm512_storeu_ps(p, v); }
+  static V add(V a, V b) { return _mm512_add_ps(a, b); }
+  static V sub(V a, V b) { return _mm512_sub_ps(a, b); }
+  static V mul(V a, V b) { return _mm512_mul_ps(a, b); }
+  static V div(V a, V b) { return _mm512_div_ps(a, b); }
+  static V fma(V a, V b, V c) { return _mm512_fmadd_ps(a, b, c); }
+  static V rint(V a) { return _mm512_roundscale_ps(a, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC); }
+  static V max_(V a, V b) { return _mm512_max_ps(a, b); }
+  static V min_(V a, V b) { return _mm512_min_ps(a, b); }
+  static V abs(V a) { return _mm512_andnot_ps(_mm512_set1_ps(-0.0f), a); }
+  static V copysign(V mag, V sgn) {
+    const V sign = _mm512_set1_ps(-0.0f);
+    return _mm512_or_ps(_mm512_and_ps(sgn, sign), _mm512_andnot_ps(sign, mag));
+  }
+  static M lt(V a, V b) { return _mm512_cmp_ps_mask(a, b, _CMP_LT_OQ); }
+  static M isnan(V a) { return _mm512_cmp_ps_mask(a, a, _CMP_UNORD_Q); }
+  static V select(M m, V a, V b) { return _mm512_mask_blend_ps(m, b, a); }
+  static V scale2(V p, V n) {
+    const __m512i i = _mm512_cvtps_epi32(n);
+    const __m512i i1 = _mm512_srai_epi32(i, 1);
+    const __m512i i2 = _mm512_sub_epi32(i, i1);
+    const __m512i bias = _mm512_set1_epi32(127);
+    const V f1 = _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_add_epi32(i1, bias), 23));
+    const V f2 = _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_add_epi32(i2, bias), 23));
+    return _mm512_mul_ps(_mm512_mul_ps(p, f1), f2);
+  }
+};
+
+#include "runtime/cpu/vec_math_impl.h"
+
+}  // namespace
+
+CUVIL_VM_DEFINE_ENTRY_POINTS(Avx512)
+
+}  // namespace cuvil::rt::vm::avx512
+#endif
