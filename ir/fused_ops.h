@@ -88,7 +88,8 @@ inline const char* activation_name(Activation a) {
   return "";
 }
 
-// One element of an activation, in float (the reference kernels' definition).
+// One element of an activation, in float: the mathematical definition (the run-time kernels
+// compute the same functions with runtime/cpu/vec_math.h, within its stated error bounds).
 inline float apply_activation(Activation a, float x, float alpha, float beta) {
   switch (a) {
     case Activation::None: return x;
@@ -96,7 +97,7 @@ inline float apply_activation(Activation a, float x, float alpha, float beta) {
     case Activation::Clip: return x < alpha ? alpha : (x > beta ? beta : x);
     case Activation::Sigmoid: return 1.0f / (1.0f + std::exp(-x));
     case Activation::Tanh: return std::tanh(x);
-    case Activation::Silu: return x / (1.0f + std::exp(-x));
+    case Activation::Silu: return x * (1.0f / (1.0f + std::exp(-x)));
     case Activation::Gelu: return 0.5f * x * (1.0f + std::erf(x * 0.70710678118654752f));
     case Activation::GeluTanh: {
       const float inner = 0.7978845608028654f * (x + 0.044715f * x * x * x);
