@@ -5,7 +5,8 @@
 // TileLoop: IR-level checks that the fused program really holds the loop kernel, a golden
 // disassembly, numeric agreement (exact for max/min and casts, a tolerance for sums since the
 // summation order differs) over odd and symbolic shapes, broadcasts, transposes, NaN and
-// infinities, and the run-time bounds proof refusing a tampered map. Suite BadPackage:
+// infinities, the Mma tests on every kernel path the CPU supports, and the run-time bounds
+// proof refusing a tampered map. Suite BadPackage:
 // hand-built loop kernels the load-time verifier must refuse, each naming the problem.
 #include <gtest/gtest.h>
 
@@ -23,6 +24,7 @@
 #include "compile_in_process.h"
 #include "cuvil.h"
 #include "onnx_builder.h"
+#include "runtime/cpu/cpu_features.h"
 #include "runtime/disasm.h"
 #include "runtime/verifier.h"
 
@@ -360,6 +362,19 @@ TEST(TileLoop, BoundsProofRefusesATamperedLoopStride) {
 
 // ---- MatMul and Gemm ----
 
+// The Mma tests run once per kernel path this CPU supports (runtime/cpu/cpu_features.h): the
+// tile Mma and the whole-tensor GEMM both take the active path's micro kernel and blocking.
+void for_each_cpu_path(void (*body)()) {
+  const rt::CpuPath saved = rt::active_cpu_path();
+  for (rt::CpuPath path : rt::supported_cpu_paths()) {
+    ASSERT_TRUE(rt::set_cpu_path_for_testing(path));
+    SCOPED_TRACE(std::string("path ") + rt::cpu_path_name(path));
+    body();
+    if (::testing::Test::HasFatalFailure()) break;
+  }
+  rt::set_cpu_path_for_testing(saved);
+}
+
 onnx::ModelProto matmul_model(const std::vector<DimSpec>& a, const std::vector<DimSpec>& b,
                               const std::vector<DimSpec>& y) {
   onnx::ModelProto m = test::make_model(13);
@@ -371,7 +386,9 @@ onnx::ModelProto matmul_model(const std::vector<DimSpec>& a, const std::vector<D
   return m;
 }
 
-TEST(TileLoop, MatMulMatchesTheKernel) {
+void MatMulMatchesTheKernel_body();
+TEST(TileLoop, MatMulMatchesTheKernel) { for_each_cpu_path(MatMulMatchesTheKernel_body); }
+void MatMulMatchesTheKernel_body() {
   struct Case {
     std::vector<DimSpec> a, b, y;
     std::vector<std::pair<std::vector<int64_t>, std::vector<int64_t>>> runs;
@@ -404,7 +421,9 @@ TEST(TileLoop, MatMulMatchesTheKernel) {
 
 // Tiling depends on the thread count (a product with few tiles splits rows per worker); the
 // sum over k of each element must not.
-TEST(TileLoop, MatMulIsBitwiseTheSameForAnyThreadCount) {
+void MatMulIsBitwiseTheSameForAnyThreadCount_body();
+TEST(TileLoop, MatMulIsBitwiseTheSameForAnyThreadCount) { for_each_cpu_path(MatMulIsBitwiseTheSameForAnyThreadCount_body); }
+void MatMulIsBitwiseTheSameForAnyThreadCount_body() {
   Compiled fused = compile(matmul_model({"m", 300}, {300, 40}, {"m", 40}), true, {"m=1:100"});
   ASSERT_EQ(loop_kernels(fused.lowered.program), 1);
   for (int64_t m : {1, 37, 100}) {
@@ -418,7 +437,9 @@ TEST(TileLoop, MatMulIsBitwiseTheSameForAnyThreadCount) {
   }
 }
 
-TEST(TileLoop, GemmMatchesTheKernelForTransposesAndBiases) {
+void GemmMatchesTheKernelForTransposesAndBiases_body();
+TEST(TileLoop, GemmMatchesTheKernelForTransposesAndBiases) { for_each_cpu_path(GemmMatchesTheKernelForTransposesAndBiases_body); }
+void GemmMatchesTheKernelForTransposesAndBiases_body() {
   const int64_t M = 19, N = 37, K = 70;
   uint32_t seed = 500;
   for (int ta = 0; ta < 2; ++ta)
@@ -491,7 +512,9 @@ TEST(TileLoop, ElementwiseEpiloguesJoinLoopKernels) {
 // cuvil::FusedMatMul (made by pass fuse-epilogues from the ONNX ops) as a tile Mma kernel with
 // its transposes, alpha, bias, residual and activation, against its whole-tensor kernel
 // (--no-fusion), NaN and infinities included.
-TEST(TileLoop, FusedMatMulMatchesItsKernel) {
+void FusedMatMulMatchesItsKernel_body();
+TEST(TileLoop, FusedMatMulMatchesItsKernel) { for_each_cpu_path(FusedMatMulMatchesItsKernel_body); }
+void FusedMatMulMatchesItsKernel_body() {
   const int64_t N = 35, K = 70;
   uint32_t seed = 900;
   struct Act {
@@ -542,7 +565,9 @@ TEST(TileLoop, FusedMatMulMatchesItsKernel) {
 }
 
 // Gemm with both transposes, alpha and C, then Sigmoid: FusedMatMul with transA and transB.
-TEST(TileLoop, FusedMatMulFromGemmWithTransposes) {
+void FusedMatMulFromGemmWithTransposes_body();
+TEST(TileLoop, FusedMatMulFromGemmWithTransposes) { for_each_cpu_path(FusedMatMulFromGemmWithTransposes_body); }
+void FusedMatMulFromGemmWithTransposes_body() {
   const int64_t M = 19, N = 37, K = 70;
   onnx::ModelProto m = test::make_model(13);
   auto* g = m.mutable_graph();
