@@ -3,7 +3,8 @@
 // against a double reference over edge shapes (1, 3, 17, 63, 65, ... rows, columns and depth,
 // the GEMV rows 1-4, depths past the kc block), transposes, alpha and beta; NaN propagation and
 // beta = 0 ignoring c; 1 and N threads bitwise equal; the MatMul, Gemm and FusedMatMul kernels
-// through the heap harness; the shared blocking rule (suite GemmKernel).
+// through the heap harness; b packed once per registered weight; the shared blocking rule
+// (suite GemmKernel).
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -17,6 +18,7 @@
 #include "runtime/cpu/cpu_features.h"
 #include "runtime/cpu/ops/gemm_micro.h"
 #include "runtime/cpu/ops/kernel_util.h"
+#include "runtime/cpu/ops/packed_weights.h"
 
 using namespace cuvil;
 using rt::CpuPath;
@@ -298,6 +300,55 @@ TEST(GemmKernel, MatMulGemmAndFusedMatMulOnEveryPath) {
       }
     }
   }
+}
+
+// ---- b packed once per weight -------------------------------------------------------------
+
+// A b inside a registered weight region is packed once (the bytes held grow by its panels on
+// the first call only), gives bitwise the result of per-call packing, and is dropped with the
+// region; past the cap nothing is cached and results stay the same.
+TEST(GemmKernel, WeightsArePackedOncePerRegion) {
+  PathGuard guard;
+  uint32_t seed = 4000;
+  for (CpuPath path : rt::supported_cpu_paths()) {
+    ASSERT_TRUE(rt::set_cpu_path_for_testing(path));
+    SCOPED_TRACE(std::string("path ") + rt::cpu_path_name(path));
+    const int64_t nr = rt::ops::gemm_micro_kernel().nr;
+    for (bool tb : {false, true}) {
+      const Problem p = make_problem(false, tb, 40, 70, 90, 1.f, 0.f, seed++);
+      const std::vector<float> plain = run_gemm(p, 2);
+      const size_t before = rt::ops::packed_weight_bytes();
+      rt::ops::register_weight_region(p.b.data(), p.b.size() * sizeof(float));
+      const std::vector<float> first = run_gemm(p, 2);
+      const size_t panel_bytes = static_cast<size_t>((70 + nr - 1) / nr * nr * 90) * sizeof(float);
+      EXPECT_EQ(rt::ops::packed_weight_bytes(), before + panel_bytes);
+      const std::vector<float> second = run_gemm(p, 1);
+      EXPECT_EQ(rt::ops::packed_weight_bytes(), before + panel_bytes) << "packed again";
+      EXPECT_EQ(0, std::memcmp(plain.data(), first.data(), plain.size() * sizeof(float)));
+      EXPECT_EQ(0, std::memcmp(plain.data(), second.data(), plain.size() * sizeof(float)));
+      rt::ops::unregister_weight_region(p.b.data());
+      EXPECT_EQ(rt::ops::packed_weight_bytes(), before);
+
+      rt::ops::set_packed_weight_cap_for_testing(panel_bytes - 1);
+      rt::ops::register_weight_region(p.b.data(), p.b.size() * sizeof(float));
+      const std::vector<float> capped = run_gemm(p, 2);
+      EXPECT_EQ(rt::ops::packed_weight_bytes(), before) << "over the cap: nothing cached";
+      EXPECT_EQ(0, std::memcmp(plain.data(), capped.data(), plain.size() * sizeof(float)));
+      rt::ops::unregister_weight_region(p.b.data());
+      rt::ops::set_packed_weight_cap_for_testing(size_t(4) << 30);
+    }
+  }
+}
+
+// Only a b wholly inside a region is cached: one that runs past its end is packed per call.
+TEST(GemmKernel, OperandsPastARegionAreNotCached) {
+  const Problem p = make_problem(false, false, 40, 70, 90, 1.f, 0.f, 77);
+  const size_t before = rt::ops::packed_weight_bytes();
+  rt::ops::register_weight_region(p.b.data(), p.b.size() * sizeof(float) - 4);
+  const std::vector<float> y = run_gemm(p, 1);
+  EXPECT_EQ(rt::ops::packed_weight_bytes(), before);
+  rt::ops::unregister_weight_region(p.b.data());
+  expect_matches_reference(p, y);
 }
 
 // ---- the micro kernels and the shared blocking ----------------------------------------------

@@ -6,7 +6,8 @@
 // task and kept in L2, a kc x nr panel of b in L1 across the a groups) is one function of the
 // tile shape and cache sizes, so the AVX2 and portable paths exercise the code the AVX-512 path
 // runs. Products of at most kGemvMaxRows rows take a GEMV that streams b once, split over N.
-// Threads split (row block, column chunk) tasks; every output element's reduction order is
+// A b operand that is a weight of a loaded package is packed once per package and kernel path
+// (packed_weights.h). Threads split (row block, column chunk) tasks; every output element's reduction order is
 // fixed by the depth blocking alone, so 1 and N threads agree bitwise.
 #include <unistd.h>
 
@@ -20,6 +21,7 @@
 
 #include "runtime/cpu/ops/gemm_micro.h"
 #include "runtime/cpu/ops/kernel_util.h"
+#include "runtime/cpu/ops/packed_weights.h"
 
 #if defined(__x86_64__) && defined(__GNUC__)
 #define CUVIL_X86_KERNELS 1
@@ -90,6 +92,12 @@ CUVIL_TARGET_AVX2 void tile_avx2(int64_t kc, const float* a, const float* b, flo
                                  int64_t ldc, int64_t rows, int64_t cols, bool first,
                                  float beta) {
   constexpr int64_t MR = 6, NR = 16;
+  // The c tile is read only after the depth loop: ask for it now so that the loop hides the
+  // latency (c rows are ldc apart; a tile row is two cache lines at most).
+  for (int64_t r = 0; r < rows; ++r) {
+    _mm_prefetch(reinterpret_cast<const char*>(c + r * ldc), _MM_HINT_T0);
+    _mm_prefetch(reinterpret_cast<const char*>(c + r * ldc + NR - 1), _MM_HINT_T0);
+  }
 #define CUVIL_Z(r) __m256 c##r##x = _mm256_setzero_ps(), c##r##y = _mm256_setzero_ps();
   CUVIL_Z(0) CUVIL_Z(1) CUVIL_Z(2) CUVIL_Z(3) CUVIL_Z(4) CUVIL_Z(5)
 #undef CUVIL_Z
@@ -140,6 +148,10 @@ CUVIL_TARGET_AVX512 void tile_avx512(int64_t kc, const float* a, const float* b,
                                      int64_t ldc, int64_t rows, int64_t cols, bool first,
                                      float beta) {
   constexpr int64_t MR = 14, NR = 32;
+  for (int64_t r = 0; r < rows; ++r) {  // the c tile, as in tile_avx2
+    _mm_prefetch(reinterpret_cast<const char*>(c + r * ldc), _MM_HINT_T0);
+    _mm_prefetch(reinterpret_cast<const char*>(c + r * ldc + NR - 1), _MM_HINT_T0);
+  }
 #define CUVIL_Z(r) __m512 c##r##x = _mm512_setzero_ps(), c##r##y = _mm512_setzero_ps();
   CUVIL_Z(0) CUVIL_Z(1) CUVIL_Z(2) CUVIL_Z(3) CUVIL_Z(4) CUVIL_Z(5) CUVIL_Z(6)
   CUVIL_Z(7) CUVIL_Z(8) CUVIL_Z(9) CUVIL_Z(10) CUVIL_Z(11) CUVIL_Z(12) CUVIL_Z(13)
@@ -325,13 +337,27 @@ void gemm_packed(OpContext* ctx, bool trans_a, bool trans_b, int64_t m, int64_t 
   const int64_t nr = uk.nr, mr = uk.mr;
   const int64_t panels = (n + nr - 1) / nr;
   const int64_t panel_stride = k * nr;
-  std::vector<float> bpack(static_cast<size_t>(panels * panel_stride));
   const int threads = ctx ? ctx->threads() : 1;
-  auto pack_b = [&](int64_t begin, int64_t end) {
-    pack_b_panels(trans_b, n, k, b, ldb, nr, bpack.data(), begin, end);
-  };
-  if (ctx && threads > 1) parallel_range(*ctx, panels, 4, pack_b);
-  else pack_b(0, panels);
+  // A weight of a loaded package is packed once, on first use, and shared (packed_weights.h);
+  // anything else is packed per call.
+  const PackedPanelsKey key{b, trans_b, k, n, ldb, nr};
+  const std::shared_ptr<const std::vector<float>> cached = packed_weight_panels(
+      key,
+      [](const PackedPanelsKey& key, float* out, void*) {
+        pack_b_panels(key.trans_b, key.n, key.k, key.b, key.ldb, key.nr, out, 0,
+                      (key.n + key.nr - 1) / key.nr);
+      },
+      nullptr);
+  std::vector<float> bpack_local;
+  if (!cached) {
+    bpack_local.resize(static_cast<size_t>(panels * panel_stride));
+    auto pack_b = [&](int64_t begin, int64_t end) {
+      pack_b_panels(trans_b, n, k, b, ldb, nr, bpack_local.data(), begin, end);
+    };
+    if (ctx && threads > 1) parallel_range(*ctx, panels, 4, pack_b);
+    else pack_b(0, panels);
+  }
+  const float* bpack = cached ? cached->data() : bpack_local.data();
 
   // Tasks: (row block, column chunk). When there are fewer row blocks than threads the
   // columns split too, into chunks of whole panels. No split changes a sum's order (that is
@@ -346,18 +372,22 @@ void gemm_packed(OpContext* ctx, bool trans_a, bool trans_b, int64_t m, int64_t 
   if (threads > 1 && mblocks < threads)
     nchunks = std::min<int64_t>(panels, (threads + mblocks - 1) / mblocks);
   const int64_t panels_per_chunk = (panels + nchunks - 1) / nchunks;
+  // Depth blocks of equal size (k = 1024 with kc 192 is 6 blocks of 171 or 170, not five of
+  // 192 and one of 64, whose c update would cost as much as a full block's).
+  const int64_t kblocks = (k + bl.kc - 1) / bl.kc;
+  const int64_t kc_even = (k + kblocks - 1) / kblocks;
   auto task = [&](int64_t begin, int64_t end) {
-    std::vector<float> apack(static_cast<size_t>(mc * std::min(bl.kc, k)));
+    std::vector<float> apack(static_cast<size_t>(mc * kc_even));
     for (int64_t t = begin; t < end; ++t) {
       const int64_t mb = t / nchunks, nc = t % nchunks;
       const int64_t i0 = mb * mc, rows = std::min<int64_t>(mc, m - i0);
       const int64_t p0 = nc * panels_per_chunk;
       const int64_t p1 = std::min<int64_t>(panels, p0 + panels_per_chunk);
       if (p0 >= p1) continue;
-      for (int64_t k0 = 0; k0 < k; k0 += bl.kc) {
-        const int64_t kc = std::min<int64_t>(bl.kc, k - k0);
+      for (int64_t k0 = 0; k0 < k; k0 += kc_even) {
+        const int64_t kc = std::min<int64_t>(kc_even, k - k0);
         pack_a_block(trans_a, a, lda, alpha, i0, rows, k0, kc, mr, apack.data());
-        gemm_block_f32(uk, rows, kc, n, p0, p1, apack.data(), bpack.data() + k0 * nr,
+        gemm_block_f32(uk, rows, kc, n, p0, p1, apack.data(), bpack + k0 * nr,
                        panel_stride, c + i0 * ldc, ldc, k0 == 0, beta);
       }
     }
@@ -369,33 +399,49 @@ void gemm_packed(OpContext* ctx, bool trans_a, bool trans_b, int64_t m, int64_t 
 
 // ---- GEMV (m <= kGemvMaxRows) ---------------------------------------------------------------
 
-// Columns per GEMV work item: a multiple of every path's vector width.
-constexpr int64_t kGemvChunk = 64;
+// Columns per GEMV work item: between kGemvMinCols and kGemvMaxCols, multiples of 64 (every
+// path's vector width divides it). The item's accumulators (rows x cols floats, 16 KiB at most)
+// stay in L1 while b streams through.
+constexpr int64_t kGemvMinCols = 64;
+constexpr int64_t kGemvMaxCols = 1024;
 
-// b not transposed (k x n, row stride ldb): y[i][j0 .. j0 + 64) for M rows of (alpha-scaled,
-// contiguous) a, walking b's rows once. Accumulators: M x 64 floats in V-typed registers.
+// b not transposed (k x n, row stride ldb): acc[i][0 .. cols) = sum over p of a[i][p] *
+// b[p][j0 + j] for M rows of (alpha-scaled, contiguous) a. Each row of b is read once, as one
+// contiguous run of cols floats (the hardware prefetchers follow it; a narrow column strip
+// down all k rows would touch a new page per row). The sum runs over p in order for every
+// element, whatever the chunk width.
 template <typename V, int M>
-inline __attribute__((always_inline)) void gemv_rows_chunk(int64_t k, const float* a,
+inline __attribute__((always_inline)) void gemv_rows_block(int64_t k, const float* a,
                                                            const float* b, int64_t ldb,
-                                                           float* acc) {
-  constexpr int NV = static_cast<int>(kGemvChunk * sizeof(float) / sizeof(V));
-  constexpr int L = static_cast<int>(sizeof(V) / sizeof(float));
-  V s[M][NV];
+                                                           int64_t cols, float* acc,
+                                                           int64_t acc_stride) {
+  constexpr int64_t L = static_cast<int64_t>(sizeof(V) / sizeof(float));
+  const int64_t cv = cols / L * L;
   for (int i = 0; i < M; ++i)
-    for (int v = 0; v < NV; ++v) s[i][v] = V{};
+    for (int64_t j = 0; j < cols; ++j) acc[i * acc_stride + j] = 0.f;
   for (int64_t p = 0; p < k; ++p) {
     const float* br = b + p * ldb;
-    V bv[NV];
-#pragma GCC unroll 16
-    for (int v = 0; v < NV; ++v) std::memcpy(&bv[v], br + v * L, sizeof(V));
-#pragma GCC unroll 4
+    float as[M];
+    V av[M];
     for (int i = 0; i < M; ++i) {
-      const V av = V{} + a[i * k + p];
-#pragma GCC unroll 16
-      for (int v = 0; v < NV; ++v) s[i][v] += av * bv[v];
+      as[i] = a[i * k + p];
+      av[i] = V{} + as[i];
     }
+    for (int64_t j = 0; j < cv; j += L) {
+      V bv;
+      std::memcpy(&bv, br + j, sizeof(V));
+#pragma GCC unroll 4
+      for (int i = 0; i < M; ++i) {
+        V t;
+        float* dst = acc + i * acc_stride + j;
+        std::memcpy(&t, dst, sizeof(V));
+        t += av[i] * bv;
+        std::memcpy(dst, &t, sizeof(V));
+      }
+    }
+    for (int64_t j = cv; j < cols; ++j)
+      for (int i = 0; i < M; ++i) acc[i * acc_stride + j] += as[i] * br[j];
   }
-  std::memcpy(acc, s, sizeof(s));
 }
 
 // b transposed (n x k): y[i][j] = dot(a[i], b[j]) over contiguous depth, for J columns at once;
@@ -444,27 +490,17 @@ inline void gemv_store(const float* acc, int64_t acc_stride, int64_t m, int64_t 
   }
 }
 
-// Column chunks [begin, end) of kGemvChunk columns; a is m x k, contiguous, alpha applied.
+// Column items [begin, end) of cw columns; a is m x k, contiguous, alpha applied.
 template <typename V, int M>
 inline __attribute__((always_inline)) void gemv_body(bool trans_b, int64_t n, int64_t k,
                                                      const float* a, const float* b, int64_t ldb,
                                                      float beta, float* c, int64_t ldc,
-                                                     int64_t begin, int64_t end) {
-  alignas(64) float acc[M * kGemvChunk];
-  for (int64_t ch = begin; ch < end; ++ch) {
-    const int64_t j0 = ch * kGemvChunk, cols = std::min<int64_t>(kGemvChunk, n - j0);
+                                                     int64_t cw, int64_t begin, int64_t end) {
+  alignas(64) float acc[M * kGemvMaxCols];
+  for (int64_t item = begin; item < end; ++item) {
+    const int64_t j0 = item * cw, cols = std::min<int64_t>(cw, n - j0);
     if (!trans_b) {
-      if (cols == kGemvChunk) {
-        gemv_rows_chunk<V, M>(k, a, b + j0, ldb, acc);
-      } else {
-        // The last, narrow chunk: the same order per element, scalar.
-        for (int i = 0; i < M; ++i)
-          for (int64_t j = 0; j < cols; ++j) {
-            float t = 0.f;
-            for (int64_t p = 0; p < k; ++p) t += a[i * k + p] * b[p * ldb + j0 + j];
-            acc[i * kGemvChunk + j] = t;
-          }
-      }
+      gemv_rows_block<V, M>(k, a, b + j0, ldb, cols, acc, cw);
     } else {
       constexpr int J = M <= 2 ? 4 : 2;
       float out[M * J];
@@ -472,40 +508,40 @@ inline __attribute__((always_inline)) void gemv_body(bool trans_b, int64_t n, in
       for (; j + J <= cols; j += J) {
         gemv_dots<V, M, J>(k, a, b + (j0 + j) * ldb, ldb, out);
         for (int i = 0; i < M; ++i)
-          for (int jj = 0; jj < J; ++jj) acc[i * kGemvChunk + j + jj] = out[i * J + jj];
+          for (int jj = 0; jj < J; ++jj) acc[i * cw + j + jj] = out[i * J + jj];
       }
       for (; j < cols; ++j) {
         gemv_dots<V, M, 1>(k, a, b + (j0 + j) * ldb, ldb, out);
-        for (int i = 0; i < M; ++i) acc[i * kGemvChunk + j] = out[i];
+        for (int i = 0; i < M; ++i) acc[i * cw + j] = out[i];
       }
     }
-    gemv_store(acc, kGemvChunk, M, cols, beta, c + j0, ldc);
+    gemv_store(acc, cw, M, cols, beta, c + j0, ldc);
   }
 }
 
 using GemvFn = void (*)(bool, int64_t, int64_t, const float*, const float*, int64_t, float,
-                        float*, int64_t, int64_t, int64_t);
+                        float*, int64_t, int64_t, int64_t, int64_t);
 
 template <int M>
 void gemv_portable(bool tb, int64_t n, int64_t k, const float* a, const float* b, int64_t ldb,
-                   float beta, float* c, int64_t ldc, int64_t begin, int64_t end) {
+                   float beta, float* c, int64_t ldc, int64_t cw, int64_t begin, int64_t end) {
   typedef float V4 __attribute__((vector_size(16)));
-  gemv_body<V4, M>(tb, n, k, a, b, ldb, beta, c, ldc, begin, end);
+  gemv_body<V4, M>(tb, n, k, a, b, ldb, beta, c, ldc, cw, begin, end);
 }
 
 #if CUVIL_X86_KERNELS
 template <int M>
 CUVIL_TARGET_AVX2 void gemv_avx2(bool tb, int64_t n, int64_t k, const float* a, const float* b,
-                                 int64_t ldb, float beta, float* c, int64_t ldc, int64_t begin,
-                                 int64_t end) {
-  gemv_body<V8, M>(tb, n, k, a, b, ldb, beta, c, ldc, begin, end);
+                                 int64_t ldb, float beta, float* c, int64_t ldc, int64_t cw,
+                                 int64_t begin, int64_t end) {
+  gemv_body<V8, M>(tb, n, k, a, b, ldb, beta, c, ldc, cw, begin, end);
 }
 template <int M>
 CUVIL_TARGET_AVX512 void gemv_avx512(bool tb, int64_t n, int64_t k, const float* a,
                                      const float* b, int64_t ldb, float beta, float* c,
-                                     int64_t ldc, int64_t begin, int64_t end) {
+                                     int64_t ldc, int64_t cw, int64_t begin, int64_t end) {
   typedef float V16 __attribute__((vector_size(64)));
-  gemv_body<V16, M>(tb, n, k, a, b, ldb, beta, c, ldc, begin, end);
+  gemv_body<V16, M>(tb, n, k, a, b, ldb, beta, c, ldc, cw, begin, end);
 }
 #endif
 
@@ -532,14 +568,18 @@ void gemv(OpContext* ctx, bool trans_a, bool trans_b, int64_t m, int64_t n, int6
     case 3: fn = gemv_fn<3>(path); break;
     default: fn = gemv_fn<4>(path); break;
   }
-  const int64_t chunks = (n + kGemvChunk - 1) / kGemvChunk;
+  // Items of cw columns: about four per thread (for balance on a loaded machine), each as wide
+  // as that allows up to kGemvMaxCols. The width never changes a sum's order.
+  const int threads = ctx ? ctx->threads() : 1;
+  const int64_t units = (n + kGemvMinCols - 1) / kGemvMinCols;
+  const int64_t per_item = std::clamp<int64_t>(units / (4 * threads), 1, kGemvMaxCols / kGemvMinCols);
+  const int64_t cw = per_item * kGemvMinCols;
+  const int64_t items = (n + cw - 1) / cw;
   auto body = [&](int64_t begin, int64_t end) {
-    fn(trans_b, n, k, as.data(), b, ldb, beta, c, ldc, begin, end);
+    fn(trans_b, n, k, as.data(), b, ldb, beta, c, ldc, cw, begin, end);
   };
-  // Each chunk streams k x 64 weights; a grain of 4 chunks keeps the items well above the
-  // pool's per-item cost for any k worth threading.
-  if (ctx && ctx->threads() > 1 && n * k >= (1 << 16)) parallel_range(*ctx, chunks, 4, body);
-  else body(0, chunks);
+  if (ctx && threads > 1 && items > 1 && n * k >= (1 << 16)) parallel_range(*ctx, items, 1, body);
+  else body(0, items);
 }
 
 // Below this many multiply-adds packing costs more than it saves.
