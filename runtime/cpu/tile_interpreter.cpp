@@ -364,6 +364,14 @@ class KernelRun {
     s.bpack.resize(static_cast<size_t>(panels * NR * kdepth));
     const int64_t bcs = b.col_stride();
     const int64_t brow = row_offset(b, dims_, t.r0) + t.c0 * bcs;
+    // b a weight of the package, read as a plain (or transposed) matrix: its panels are packed
+    // once per package and path, and every tile only packs a (runtime/cpu/ops/packed_weights.h).
+    std::shared_ptr<const std::vector<float>> wpanels;
+    const bool b_trans = bcs != 1 && b.loop_stride == 1;
+    const int64_t ldb = b_trans ? bcs : b.loop_stride;
+    if ((bcs == 1 || b_trans) && ldb > 0 && t.c0 % NR == 0 && !dims_.empty())
+      wpanels = ops::gemm_weight_panels(uk, bbase + row_offset(b, dims_, t.r0), b_trans,
+                                        loop_extent_, dims_.back(), ldb);
     for (int64_t p0 = 0; p0 < t.kc; p0 += kdepth) {
       const int64_t depth = std::min(kdepth, t.kc - p0);
       const int64_t k = t.k0 + p0;
@@ -379,6 +387,12 @@ class KernelRun {
                              k * a.loop_stride;
           for (int64_t p = 0; p < depth; ++p) dst[p * MR + rr] = src[p * a.loop_stride];
         }
+      }
+      if (wpanels) {
+        ops::gemm_block_f32(uk, t.nr, depth, t.nc, 0, panels, s.apack.data(),
+                            wpanels->data() + (t.c0 / NR) * loop_extent_ * NR + k * NR,
+                            loop_extent_ * NR, acc, t.nc, /*first=*/false, 0.f);
+        continue;
       }
       for (int64_t pj = 0; pj < panels; ++pj) {
         float* dst = s.bpack.data() + pj * depth * NR;

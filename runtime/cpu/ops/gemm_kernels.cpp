@@ -329,6 +329,23 @@ void pack_a_block(bool trans_a, const float* a, int64_t lda, float alpha, int64_
   }
 }
 
+}  // namespace
+
+std::shared_ptr<const std::vector<float>> gemm_weight_panels(const GemmMicroKernel& uk,
+                                                             const float* b, bool trans_b,
+                                                             int64_t k, int64_t n, int64_t ldb) {
+  const PackedPanelsKey key{b, trans_b, k, n, ldb, uk.nr};
+  return packed_weight_panels(
+      key,
+      [](const PackedPanelsKey& key, float* out, void*) {
+        pack_b_panels(key.trans_b, key.n, key.k, key.b, key.ldb, key.nr, out, 0,
+                      (key.n + key.nr - 1) / key.nr);
+      },
+      nullptr);
+}
+
+namespace {
+
 void gemm_packed(OpContext* ctx, bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k,
                  float alpha, const float* a, int64_t lda, const float* b, int64_t ldb,
                  float beta, float* c, int64_t ldc) {
@@ -340,14 +357,8 @@ void gemm_packed(OpContext* ctx, bool trans_a, bool trans_b, int64_t m, int64_t 
   const int threads = ctx ? ctx->threads() : 1;
   // A weight of a loaded package is packed once, on first use, and shared (packed_weights.h);
   // anything else is packed per call.
-  const PackedPanelsKey key{b, trans_b, k, n, ldb, nr};
-  const std::shared_ptr<const std::vector<float>> cached = packed_weight_panels(
-      key,
-      [](const PackedPanelsKey& key, float* out, void*) {
-        pack_b_panels(key.trans_b, key.n, key.k, key.b, key.ldb, key.nr, out, 0,
-                      (key.n + key.nr - 1) / key.nr);
-      },
-      nullptr);
+  const std::shared_ptr<const std::vector<float>> cached =
+      gemm_weight_panels(uk, b, trans_b, k, n, ldb);
   std::vector<float> bpack_local;
   if (!cached) {
     bpack_local.resize(static_cast<size_t>(panels * panel_stride));

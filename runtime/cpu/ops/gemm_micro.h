@@ -13,6 +13,8 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
+#include <vector>
 
 #include "runtime/cpu/cpu_features.h"
 
@@ -51,6 +53,14 @@ GemmBlocking gemm_blocking_for(int64_t mr, int64_t nr, int64_t l1_bytes, int64_t
 void gemm_block_f32(const GemmMicroKernel& uk, int64_t rows, int64_t kc, int64_t n, int64_t p0,
                     int64_t p1, const float* apack, const float* bpack, int64_t panel_stride,
                     float* c, int64_t ldc, bool first, float beta);
+
+// The panels of op(b) (k x n from b, row stride ldb; panels[ceil(n / uk.nr)][k][uk.nr] over
+// the whole depth, so any depth block starts k0 * nr floats in) when b is a weight of a loaded
+// package (packed_weights.h): packed on first use, shared by every later call, whole-tensor
+// or tile Mma. nullptr when b is not a registered weight (or the cache is full).
+std::shared_ptr<const std::vector<float>> gemm_weight_panels(const GemmMicroKernel& uk,
+                                                             const float* b, bool trans_b,
+                                                             int64_t k, int64_t n, int64_t ldb);
 
 // Rows of a product that take the GEMV path (each weight streamed once, split over N).
 constexpr int64_t kGemvMaxRows = 4;
