@@ -370,11 +370,11 @@ void gemm_packed(OpContext* ctx, bool trans_a, bool trans_b, int64_t m, int64_t 
   }
   const float* bpack = cached ? cached->data() : bpack_local.data();
 
-  // Tasks: (row block, column chunk). When there are fewer row blocks than threads the
-  // columns split too, into chunks of whole panels. No split changes a sum's order (that is
-  // fixed by kc alone), so 1 and N threads agree bitwise.
-  // Rows split first (each thread packs only its own rows of a, and every thread streams the
-  // shared packed b): mc is at most an equal share of m per thread.
+  // Tasks: (row block, column chunk). Rows split first (each thread packs only its own rows of
+  // a, and every thread streams the shared packed b): mc is at most an equal share of m per
+  // thread. When there are fewer row blocks than threads the columns split too, into chunks of
+  // whole panels. No split changes a sum's order (that is fixed by the depth blocks alone), so
+  // 1 and N threads agree bitwise.
   auto round_up = [&](int64_t x) { return (x + mr - 1) / mr * mr; };
   int64_t mc = std::min(bl.mc, round_up(m));
   if (threads > 1) mc = std::min(mc, round_up((m + threads - 1) / threads));
