@@ -149,7 +149,11 @@ __attribute__((target("avx512f,avx2,fma"))) float read_avx512(const float* p, in
     a2 = _mm512_add_ps(a2, _mm512_loadu_ps(p + i + 32));
     a3 = _mm512_add_ps(a3, _mm512_loadu_ps(p + i + 48));
   }
-  return _mm512_reduce_add_ps(_mm512_add_ps(_mm512_add_ps(a0, a1), _mm512_add_ps(a2, a3)));
+  alignas(64) float lanes[16];
+  _mm512_store_ps(lanes, _mm512_add_ps(_mm512_add_ps(a0, a1), _mm512_add_ps(a2, a3)));
+  float s = 0;
+  for (float x : lanes) s += x;
+  return s;
 }
 #endif
 
