@@ -5,7 +5,8 @@
 // TileLoop: IR-level checks that the fused program really holds the loop kernel, a golden
 // disassembly, numeric agreement (exact for max/min and casts, a tolerance for sums since the
 // summation order differs) over odd and symbolic shapes, broadcasts, transposes, NaN and
-// infinities, the Mma tests on every kernel path the CPU supports, and the run-time bounds
+// infinities, the Mma tests on every kernel path the CPU supports, a weight packed once per
+// package for Mma, and the run-time bounds
 // proof refusing a tampered map. Suite BadPackage:
 // hand-built loop kernels the load-time verifier must refuse, each naming the problem.
 #include <gtest/gtest.h>
@@ -25,6 +26,8 @@
 #include "cuvil.h"
 #include "onnx_builder.h"
 #include "runtime/cpu/cpu_features.h"
+#include "runtime/cpu/ops/gemm_micro.h"
+#include "runtime/cpu/ops/packed_weights.h"
 #include "runtime/disasm.h"
 #include "runtime/verifier.h"
 
@@ -587,6 +590,56 @@ void FusedMatMulFromGemmWithTransposes_body() {
   expect_fused_matches(m, {}, {{{"a", make_tensor(1, {K, M}, random_floats(static_cast<size_t>(M * K), 32, true))},
                                 {"b", make_tensor(1, {N, K}, random_floats(static_cast<size_t>(K * N), 33))}}},
                        1e-4f, 1);
+}
+
+// A weight b of an Mma kernel is packed into panels once per loaded package (and kernel path),
+// on the first run; later runs reuse the panels, unloading the package frees them, and the
+// result is bitwise the one per-tile packing gives (cache off by a zero cap).
+void MmaPacksAWeightOncePerPackage_body();
+TEST(TileLoop, MmaPacksAWeightOncePerPackage) { for_each_cpu_path(MmaPacksAWeightOncePerPackage_body); }
+void MmaPacksAWeightOncePerPackage_body() {
+  const int64_t M = 50, K = 300, N = 70;
+  onnx::ModelProto m = test::make_model(13);
+  auto* g = m.mutable_graph();
+  test::add_input(g, "a", Tp::FLOAT, {M, K});
+  *g->add_initializer() = test::make_float_tensor("w", {K, N}, random_floats(static_cast<size_t>(K * N), 61));
+  test::add_node(g, "MatMul", {"a", "w"}, {"y"}, "matmul");
+  test::add_output(g, "y", Tp::FLOAT, {M, N});
+  Compiled fused = compile(m, true);
+  ASSERT_EQ(count_tile_opcode(fused.lowered.program, rt::TileOpcode::Mma), 1);
+  const std::vector<std::pair<std::string, Tensor>> in = {
+      {"a", make_tensor(1, {M, K}, random_floats(static_cast<size_t>(M * K), 62))}};
+
+  rt::ops::set_packed_weight_cap_for_testing(0);
+  const std::vector<Tensor> uncached = run(fused.package, in);
+  rt::ops::set_packed_weight_cap_for_testing(size_t(4) << 30);
+  ASSERT_EQ(uncached.size(), 1u);
+
+  const size_t before = rt::ops::packed_weight_bytes();
+  const int64_t nr = rt::ops::gemm_micro_kernel().nr;
+  const size_t panels = static_cast<size_t>((N + nr - 1) / nr * nr * K) * sizeof(float);
+  cuvil_model* model = nullptr;
+  ASSERT_EQ(status_text(cuvil_model_load_memory(fused.package.data(), fused.package.size(), &model)), "");
+  for (int round = 0; round < 2; ++round) {
+    cuvil_session* s = nullptr;
+    cuvil_session_options o;
+    cuvil_session_options_init(&o);
+    o.threads = 1 + round;
+    ASSERT_EQ(status_text(cuvil_session_create(model, &o, &s)), "");
+    const Tensor& a = in[0].second;
+    ASSERT_EQ(status_text(cuvil_session_set_input(s, "a", a.dtype, 2, a.dims.data(), a.bytes.data(), a.bytes.size())), "");
+    ASSERT_EQ(status_text(cuvil_session_run(s)), "");
+    EXPECT_EQ(rt::ops::packed_weight_bytes(), before + panels) << "round " << round;
+    cuvil_tensor_info info;
+    const void* data = nullptr;
+    size_t bytes = 0;
+    ASSERT_EQ(status_text(cuvil_session_get_output(s, 0, &info, &data, &bytes)), "");
+    ASSERT_EQ(bytes, uncached[0].bytes.size());
+    EXPECT_EQ(0, std::memcmp(data, uncached[0].bytes.data(), bytes)) << "round " << round;
+    cuvil_session_release(s);
+  }
+  cuvil_model_release(model);
+  EXPECT_EQ(rt::ops::packed_weight_bytes(), before);
 }
 
 TEST(TileLoop, MatMulDisassemblyShowsMma) {
