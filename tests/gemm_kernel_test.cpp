@@ -369,6 +369,35 @@ TEST(GemmKernel, EachPathHasItsOwnMicroKernel) {
   }
 }
 
+// The short-group tiles (R < mr rows: a product's last rows, a decode step's one row) give
+// bitwise what the full tile gives for those rows, for every beta mode, so which one runs
+// (it depends on the tiling, hence on the thread count in the tile interpreter) never shows.
+TEST(GemmKernel, ShortRowTilesEqualTheFullTileBitwise) {
+  for (CpuPath path : rt::supported_cpu_paths()) {
+    const rt::ops::GemmMicroKernel& uk = rt::ops::gemm_micro_kernel(path);
+    SCOPED_TRACE(std::string("path ") + rt::cpu_path_name(path));
+    const int64_t kc = 77, cols = uk.nr - 3;
+    const std::vector<float> a = random_floats(static_cast<size_t>(kc * uk.mr), 5);
+    const std::vector<float> b = random_floats(static_cast<size_t>(kc * uk.nr), 6);
+    const std::vector<float> c0 = random_floats(static_cast<size_t>(uk.mr * uk.nr), 7);
+    int tried = 0;
+    for (int64_t r = 1; r < uk.mr && r <= rt::ops::kGemmRowsTiles; ++r) {
+      if (!uk.rows_tile[r - 1]) continue;
+      ++tried;
+      for (int mode = 0; mode < 3; ++mode) {
+        const bool first = mode != 2;
+        const float beta = mode == 0 ? 0.f : 0.7f;
+        std::vector<float> full = c0, rows = c0;
+        uk.tile(kc, a.data(), b.data(), full.data(), uk.nr, r, cols, first, beta);
+        uk.rows_tile[r - 1](kc, a.data(), uk.mr, b.data(), rows.data(), uk.nr, cols, first, beta);
+        EXPECT_EQ(0, std::memcmp(full.data(), rows.data(), full.size() * sizeof(float)))
+            << r << " rows, mode " << mode;
+      }
+    }
+    EXPECT_EQ(tried, std::min<int64_t>(uk.mr - 1, rt::ops::kGemmRowsTiles));
+  }
+}
+
 // One rule for all tile shapes: the b micro-panel fits half of L1, the a block half of L2, mc a
 // multiple of mr; and a tiny or absurd cache still gives usable blocks.
 TEST(GemmKernel, BlockingFollowsTheTileAndTheCaches) {

@@ -84,6 +84,32 @@ void tile_portable(int64_t kc, const float* a, const float* b, float* c, int64_t
   store_partial(buf, NR, c, ldc, rows, cols, first, beta);
 }
 
+template <int R>
+void rows_portable(int64_t kc, const float* a, int64_t a_stride, const float* b, float* c,
+                   int64_t ldc, int64_t cols, bool first, float beta) {
+  constexpr int64_t NR = 16;
+  V8 x[R], y[R];
+  for (int r = 0; r < R; ++r) x[r] = y[r] = V8{};
+  for (int64_t p = 0; p < kc; ++p) {
+    V8 b0, b1;
+    std::memcpy(&b0, b + p * NR, sizeof(V8));
+    std::memcpy(&b1, b + p * NR + 8, sizeof(V8));
+    const float* ap = a + p * a_stride;
+#pragma GCC unroll 4
+    for (int r = 0; r < R; ++r) {
+      const V8 ar = V8{} + ap[r];
+      x[r] += ar * b0;
+      y[r] += ar * b1;
+    }
+  }
+  alignas(64) float buf[R * NR];
+  for (int r = 0; r < R; ++r) {
+    std::memcpy(buf + r * NR, &x[r], sizeof(V8));
+    std::memcpy(buf + r * NR + 8, &y[r], sizeof(V8));
+  }
+  store_partial(buf, NR, c, ldc, R, cols, first, beta);
+}
+
 #if CUVIL_X86_KERNELS
 
 // ---- AVX2 + FMA: 6 x 16, 12 ymm accumulators, a broadcast, two loads of b per step --------
@@ -140,6 +166,30 @@ CUVIL_TARGET_AVX2 void tile_avx2(int64_t kc, const float* a, const float* b, flo
     _mm256_store_ps(buf + r * NR + 8, acc[r][1]);
   }
   store_partial(buf, NR, c, ldc, rows, cols, first, beta);
+}
+
+template <int R>
+CUVIL_TARGET_AVX2 void rows_avx2(int64_t kc, const float* a, int64_t a_stride, const float* b,
+                                 float* c, int64_t ldc, int64_t cols, bool first, float beta) {
+  constexpr int64_t NR = 16;
+  __m256 x[R], y[R];
+  for (int r = 0; r < R; ++r) x[r] = y[r] = _mm256_setzero_ps();
+  for (int64_t p = 0; p < kc; ++p) {
+    const __m256 b0 = _mm256_loadu_ps(b + p * NR), b1 = _mm256_loadu_ps(b + p * NR + 8);
+    const float* ap = a + p * a_stride;
+#pragma GCC unroll 4
+    for (int r = 0; r < R; ++r) {
+      const __m256 ar = _mm256_broadcast_ss(ap + r);
+      x[r] = _mm256_fmadd_ps(ar, b0, x[r]);
+      y[r] = _mm256_fmadd_ps(ar, b1, y[r]);
+    }
+  }
+  alignas(64) float buf[R * NR];
+  for (int r = 0; r < R; ++r) {
+    _mm256_store_ps(buf + r * NR, x[r]);
+    _mm256_store_ps(buf + r * NR + 8, y[r]);
+  }
+  store_partial(buf, NR, c, ldc, R, cols, first, beta);
 }
 
 // ---- AVX-512: 14 x 32, 28 zmm accumulators, a broadcast, two loads of b per step ----------
@@ -200,12 +250,40 @@ CUVIL_TARGET_AVX512 void tile_avx512(int64_t kc, const float* a, const float* b,
   store_partial(buf, NR, c, ldc, rows, cols, first, beta);
 }
 
+template <int R>
+CUVIL_TARGET_AVX512 void rows_avx512(int64_t kc, const float* a, int64_t a_stride,
+                                     const float* b, float* c, int64_t ldc, int64_t cols,
+                                     bool first, float beta) {
+  constexpr int64_t NR = 32;
+  __m512 x[R], y[R];
+  for (int r = 0; r < R; ++r) x[r] = y[r] = _mm512_setzero_ps();
+  for (int64_t p = 0; p < kc; ++p) {
+    const __m512 b0 = _mm512_loadu_ps(b + p * NR), b1 = _mm512_loadu_ps(b + p * NR + 16);
+    const float* ap = a + p * a_stride;
+#pragma GCC unroll 4
+    for (int r = 0; r < R; ++r) {
+      const __m512 ar = _mm512_set1_ps(ap[r]);
+      x[r] = _mm512_fmadd_ps(ar, b0, x[r]);
+      y[r] = _mm512_fmadd_ps(ar, b1, y[r]);
+    }
+  }
+  alignas(64) float buf[R * NR];
+  for (int r = 0; r < R; ++r) {
+    _mm512_store_ps(buf + r * NR, x[r]);
+    _mm512_store_ps(buf + r * NR + 16, y[r]);
+  }
+  store_partial(buf, NR, c, ldc, R, cols, first, beta);
+}
+
 #endif  // CUVIL_X86_KERNELS
 
-const GemmMicroKernel kPortable{CpuPath::Portable, 4, 16, tile_portable};
+const GemmMicroKernel kPortable{CpuPath::Portable, 4, 16, tile_portable,
+                                {rows_portable<1>, rows_portable<2>, rows_portable<3>, nullptr}};
 #if CUVIL_X86_KERNELS
-const GemmMicroKernel kAvx2{CpuPath::Avx2, 6, 16, tile_avx2};
-const GemmMicroKernel kAvx512{CpuPath::Avx512, 14, 32, tile_avx512};
+const GemmMicroKernel kAvx2{CpuPath::Avx2, 6, 16, tile_avx2,
+                            {rows_avx2<1>, rows_avx2<2>, rows_avx2<3>, rows_avx2<4>}};
+const GemmMicroKernel kAvx512{CpuPath::Avx512, 14, 32, tile_avx512,
+                              {rows_avx512<1>, rows_avx512<2>, rows_avx512<3>, rows_avx512<4>}};
 #endif
 
 // ---- cache sizes ----------------------------------------------------------------------------
@@ -266,9 +344,15 @@ void gemm_block_f32(const GemmMicroKernel& uk, int64_t rows, int64_t kc, int64_t
     const float* bp = bpack + pj * panel_stride;
     const int64_t j0 = pj * nr;
     const int64_t cols = std::min<int64_t>(nr, n - j0);
-    for (int64_t g = 0; g * mr < rows; ++g)
-      uk.tile(kc, apack + g * kc * mr, bp, c + g * mr * ldc + j0, ldc,
-              std::min<int64_t>(mr, rows - g * mr), cols, first, beta);
+    for (int64_t g = 0; g * mr < rows; ++g) {
+      const int64_t rg = std::min<int64_t>(mr, rows - g * mr);
+      // A short last group (or a one-row product) runs only its rows, with the same result.
+      if (rg < mr && rg <= kGemmRowsTiles && uk.rows_tile[rg - 1])
+        uk.rows_tile[rg - 1](kc, apack + g * kc * mr, mr, bp, c + g * mr * ldc + j0, ldc, cols,
+                             first, beta);
+      else
+        uk.tile(kc, apack + g * kc * mr, bp, c + g * mr * ldc + j0, ldc, rg, cols, first, beta);
+    }
   }
 }
 

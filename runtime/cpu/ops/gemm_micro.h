@@ -26,11 +26,20 @@ namespace cuvil::rt::ops {
 using GemmTileFn = void (*)(int64_t kc, const float* a, const float* b, float* c, int64_t ldc,
                             int64_t rows, int64_t cols, bool first, float beta);
 
+// A tile of a fixed number of rows R < mr (the last group of a product, a decode step's one
+// row): reads a packed group (a_stride = mr floats per depth step) and computes exactly what
+// the full tile computes for those rows (the same operations per element, in the same order),
+// at R / mr of its work; rows = R.
+using GemmRowsTileFn = void (*)(int64_t kc, const float* a, int64_t a_stride, const float* b,
+                                float* c, int64_t ldc, int64_t cols, bool first, float beta);
+constexpr int64_t kGemmRowsTiles = 4;  // rows_tile[R - 1] for R = 1 .. 4
+
 struct GemmMicroKernel {
   CpuPath path;
   int64_t mr;  // rows of the register tile
   int64_t nr;  // columns of the register tile
   GemmTileFn tile;
+  GemmRowsTileFn rows_tile[kGemmRowsTiles];
 };
 
 // The micro kernel of `path` (which the CPU must support), or of the active path.
