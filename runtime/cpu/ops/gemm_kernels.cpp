@@ -52,23 +52,37 @@ inline void store_partial(const float* buf, int64_t nr, float* c, int64_t ldc, i
   }
 }
 
-// ---- portable: 4 x 16 in GCC vector extensions (plain C++ semantics, no FMA contraction
-// needed; whatever the baseline target vectorises it to) ----------------------------------
+// ---- portable: 4 x 8 in GCC vector extensions of 16 bytes (SSE2 on x86-64, NEON on Arm):
+// eight accumulators, two loads of b and four broadcasts per step fit 16 registers ----------
 
+typedef float V4 __attribute__((vector_size(16)));
 typedef float V8 __attribute__((vector_size(32)));
+
+// A broadcast (V{} + x would compute 0 + x per lane, which turns -0 into +0).
+// Written through a pointer: a wide vector returned by value from a function compiled for the
+// baseline target would change the ABI.
+template <typename V> inline __attribute__((always_inline)) void splat(V* v, float x) {
+  float lanes[sizeof(V) / sizeof(float)];
+  for (float& l : lanes) l = x;
+  std::memcpy(v, lanes, sizeof(V));
+}
 
 void tile_portable(int64_t kc, const float* a, const float* b, float* c, int64_t ldc,
                    int64_t rows, int64_t cols, bool first, float beta) {
-  constexpr int64_t MR = 4, NR = 16;
+  constexpr int64_t MR = 4, NR = 8;
   // Named accumulators so that they stay in registers (an indexed array does not at -O2).
-  V8 c00 = V8{}, c01 = V8{}, c10 = V8{}, c11 = V8{}, c20 = V8{}, c21 = V8{}, c30 = V8{},
-     c31 = V8{};
+  V4 c00 = V4{}, c01 = V4{}, c10 = V4{}, c11 = V4{}, c20 = V4{}, c21 = V4{}, c30 = V4{},
+     c31 = V4{};
   for (int64_t p = 0; p < kc; ++p) {
-    V8 b0, b1;
-    std::memcpy(&b0, b + p * NR, sizeof(V8));
-    std::memcpy(&b1, b + p * NR + 8, sizeof(V8));
+    V4 b0, b1;
+    std::memcpy(&b0, b + p * NR, sizeof(V4));
+    std::memcpy(&b1, b + p * NR + 4, sizeof(V4));
     const float* a4 = a + p * MR;
-    const V8 a0 = V8{} + a4[0], a1 = V8{} + a4[1], a2 = V8{} + a4[2], a3 = V8{} + a4[3];
+    V4 a0 = V4{}, a1 = V4{}, a2 = V4{}, a3 = V4{};
+    splat(&a0, a4[0]);
+    splat(&a1, a4[1]);
+    splat(&a2, a4[2]);
+    splat(&a3, a4[3]);
     c00 += a0 * b0;
     c01 += a0 * b1;
     c10 += a1 * b0;
@@ -79,7 +93,7 @@ void tile_portable(int64_t kc, const float* a, const float* b, float* c, int64_t
     c31 += a3 * b1;
   }
   alignas(64) float buf[MR * NR];
-  const V8 acc[MR * 2] = {c00, c01, c10, c11, c20, c21, c30, c31};
+  const V4 acc[MR * 2] = {c00, c01, c10, c11, c20, c21, c30, c31};
   std::memcpy(buf, acc, sizeof(buf));
   store_partial(buf, NR, c, ldc, rows, cols, first, beta);
 }
@@ -87,25 +101,26 @@ void tile_portable(int64_t kc, const float* a, const float* b, float* c, int64_t
 template <int R>
 void rows_portable(int64_t kc, const float* a, int64_t a_stride, const float* b, float* c,
                    int64_t ldc, int64_t cols, bool first, float beta) {
-  constexpr int64_t NR = 16;
-  V8 x[R], y[R];
-  for (int r = 0; r < R; ++r) x[r] = y[r] = V8{};
+  constexpr int64_t NR = 8;
+  V4 x[R], y[R];
+  for (int r = 0; r < R; ++r) x[r] = y[r] = V4{};
   for (int64_t p = 0; p < kc; ++p) {
-    V8 b0, b1;
-    std::memcpy(&b0, b + p * NR, sizeof(V8));
-    std::memcpy(&b1, b + p * NR + 8, sizeof(V8));
+    V4 b0, b1;
+    std::memcpy(&b0, b + p * NR, sizeof(V4));
+    std::memcpy(&b1, b + p * NR + 4, sizeof(V4));
     const float* ap = a + p * a_stride;
 #pragma GCC unroll 4
     for (int r = 0; r < R; ++r) {
-      const V8 ar = V8{} + ap[r];
+      V4 ar = V4{};
+      splat(&ar, ap[r]);
       x[r] += ar * b0;
       y[r] += ar * b1;
     }
   }
   alignas(64) float buf[R * NR];
   for (int r = 0; r < R; ++r) {
-    std::memcpy(buf + r * NR, &x[r], sizeof(V8));
-    std::memcpy(buf + r * NR + 8, &y[r], sizeof(V8));
+    std::memcpy(buf + r * NR, &x[r], sizeof(V4));
+    std::memcpy(buf + r * NR + 4, &y[r], sizeof(V4));
   }
   store_partial(buf, NR, c, ldc, R, cols, first, beta);
 }
@@ -277,7 +292,7 @@ CUVIL_TARGET_AVX512 void rows_avx512(int64_t kc, const float* a, int64_t a_strid
 
 #endif  // CUVIL_X86_KERNELS
 
-const GemmMicroKernel kPortable{CpuPath::Portable, 4, 16, tile_portable,
+const GemmMicroKernel kPortable{CpuPath::Portable, 4, 8, tile_portable,
                                 {rows_portable<1>, rows_portable<2>, rows_portable<3>, nullptr}};
 #if CUVIL_X86_KERNELS
 const GemmMicroKernel kAvx2{CpuPath::Avx2, 6, 16, tile_avx2,
@@ -517,10 +532,10 @@ inline __attribute__((always_inline)) void gemv_rows_block(int64_t k, const floa
   for (int64_t p = 0; p < k; ++p) {
     const float* br = b + p * ldb;
     float as[M];
-    V av[M];
+    V av[M] = {};
     for (int i = 0; i < M; ++i) {
       as[i] = a[i * k + p];
-      av[i] = V{} + as[i];
+      splat(&av[i], as[i]);
     }
     for (int64_t j = 0; j < cv; j += L) {
       V bv;
@@ -620,7 +635,6 @@ using GemvFn = void (*)(bool, int64_t, int64_t, const float*, const float*, int6
 template <int M>
 void gemv_portable(bool tb, int64_t n, int64_t k, const float* a, const float* b, int64_t ldb,
                    float beta, float* c, int64_t ldc, int64_t cw, int64_t begin, int64_t end) {
-  typedef float V4 __attribute__((vector_size(16)));
   gemv_body<V4, M>(tb, n, k, a, b, ldb, beta, c, ldc, cw, begin, end);
 }
 

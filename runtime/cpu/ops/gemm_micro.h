@@ -1,6 +1,6 @@
 // The float32 GEMM and GEMV of the CPU runtime (runtime/cpu/ops/gemm_kernels.cpp): one
 // register-tile micro kernel per kernel path (runtime/cpu/cpu_features.h: AVX-512 14x32 with
-// zmm accumulators, AVX2+FMA 6x16 with ymm accumulators, portable 4x16 in plain C++), one
+// zmm accumulators, AVX2+FMA 6x16 with ymm accumulators, portable 4x8 in plain C++), one
 // cache-blocking rule shared by all of them, and the packing layouts they read. The tile
 // interpreter's Mma instruction (runtime/cpu/tile_interpreter.cpp) packs its operands in the
 // same layouts and calls gemm_block_f32 with the active path's kernel.
