@@ -6,8 +6,7 @@
 // disassembly, numeric agreement (exact for max/min and casts, a tolerance for sums since the
 // summation order differs) over odd and symbolic shapes, broadcasts, transposes, NaN and
 // infinities, the Mma tests on every kernel path the CPU supports, a weight packed once per
-// package for Mma, and the run-time bounds
-// proof refusing a tampered map. Suite BadPackage:
+// package for Mma, and the run-time bounds proof refusing a tampered map. Suite BadPackage:
 // hand-built loop kernels the load-time verifier must refuse, each naming the problem.
 #include <gtest/gtest.h>
 
