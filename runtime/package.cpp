@@ -17,6 +17,7 @@
 #include <system_error>
 
 #include "runtime/byte_reader.h"
+#include "runtime/cpu/ops/packed_weights.h"
 #include "runtime/crc32.h"
 #include "runtime/verifier.h"
 #include "support/checked.h"
@@ -252,6 +253,7 @@ std::vector<uint8_t> write_package_head(const PackageContents& c, uint64_t weigh
 // ---- loading ----
 
 LoadedPackage::~LoadedPackage() {
+  if (weights_) ops::unregister_weight_region(weights_);
   if (mapping_) ::munmap(mapping_, mapping_size_);
   if (owned_) ::operator delete(owned_, kCopyAlignment);
 }
@@ -481,6 +483,8 @@ Status LoadedPackage::verify_and_decode() {
       case SectionKind::kWeights:
         weights_ = d + s.offset;
         weights_size_ = s.size;
+        // GEMM operands among the weights are packed once per package (packed_weights.h).
+        ops::register_weight_region(weights_, weights_size_);
         break;
       case SectionKind::kProgram: program = &s; break;
       case SectionKind::kReport: report_.assign(bytes, s.size); break;

@@ -5,7 +5,8 @@
 // TileLoop: IR-level checks that the fused program really holds the loop kernel, a golden
 // disassembly, numeric agreement (exact for max/min and casts, a tolerance for sums since the
 // summation order differs) over odd and symbolic shapes, broadcasts, transposes, NaN and
-// infinities, and the run-time bounds proof refusing a tampered map. Suite BadPackage:
+// infinities, the Mma tests on every kernel path the CPU supports, a weight packed once per
+// package for Mma, and the run-time bounds proof refusing a tampered map. Suite BadPackage:
 // hand-built loop kernels the load-time verifier must refuse, each naming the problem.
 #include <gtest/gtest.h>
 
@@ -24,6 +25,8 @@
 #include "cuvil.h"
 #include "onnx_builder.h"
 #include "runtime/cpu/cpu_features.h"
+#include "runtime/cpu/ops/gemm_micro.h"
+#include "runtime/cpu/ops/packed_weights.h"
 #include "runtime/disasm.h"
 #include "runtime/verifier.h"
 
@@ -361,6 +364,19 @@ TEST(TileLoop, BoundsProofRefusesATamperedLoopStride) {
 
 // ---- MatMul and Gemm ----
 
+// The Mma tests run once per kernel path this CPU supports (runtime/cpu/cpu_features.h): the
+// tile Mma and the whole-tensor GEMM both take the active path's micro kernel and blocking.
+void for_each_cpu_path(void (*body)()) {
+  const rt::CpuPath saved = rt::active_cpu_path();
+  for (rt::CpuPath path : rt::supported_cpu_paths()) {
+    ASSERT_TRUE(rt::set_cpu_path_for_testing(path));
+    SCOPED_TRACE(std::string("path ") + rt::cpu_path_name(path));
+    body();
+    if (::testing::Test::HasFatalFailure()) break;
+  }
+  rt::set_cpu_path_for_testing(saved);
+}
+
 onnx::ModelProto matmul_model(const std::vector<DimSpec>& a, const std::vector<DimSpec>& b,
                               const std::vector<DimSpec>& y) {
   onnx::ModelProto m = test::make_model(13);
@@ -372,7 +388,9 @@ onnx::ModelProto matmul_model(const std::vector<DimSpec>& a, const std::vector<D
   return m;
 }
 
-TEST(TileLoop, MatMulMatchesTheKernel) {
+void MatMulMatchesTheKernel_body();
+TEST(TileLoop, MatMulMatchesTheKernel) { for_each_cpu_path(MatMulMatchesTheKernel_body); }
+void MatMulMatchesTheKernel_body() {
   struct Case {
     std::vector<DimSpec> a, b, y;
     std::vector<std::pair<std::vector<int64_t>, std::vector<int64_t>>> runs;
@@ -405,7 +423,9 @@ TEST(TileLoop, MatMulMatchesTheKernel) {
 
 // Tiling depends on the thread count (a product with few tiles splits rows per worker); the
 // sum over k of each element must not.
-TEST(TileLoop, MatMulIsBitwiseTheSameForAnyThreadCount) {
+void MatMulIsBitwiseTheSameForAnyThreadCount_body();
+TEST(TileLoop, MatMulIsBitwiseTheSameForAnyThreadCount) { for_each_cpu_path(MatMulIsBitwiseTheSameForAnyThreadCount_body); }
+void MatMulIsBitwiseTheSameForAnyThreadCount_body() {
   Compiled fused = compile(matmul_model({"m", 300}, {300, 40}, {"m", 40}), true, {"m=1:100"});
   ASSERT_EQ(loop_kernels(fused.lowered.program), 1);
   for (int64_t m : {1, 37, 100}) {
@@ -419,7 +439,9 @@ TEST(TileLoop, MatMulIsBitwiseTheSameForAnyThreadCount) {
   }
 }
 
-TEST(TileLoop, GemmMatchesTheKernelForTransposesAndBiases) {
+void GemmMatchesTheKernelForTransposesAndBiases_body();
+TEST(TileLoop, GemmMatchesTheKernelForTransposesAndBiases) { for_each_cpu_path(GemmMatchesTheKernelForTransposesAndBiases_body); }
+void GemmMatchesTheKernelForTransposesAndBiases_body() {
   const int64_t M = 19, N = 37, K = 70;
   uint32_t seed = 500;
   for (int ta = 0; ta < 2; ++ta)
@@ -492,7 +514,9 @@ TEST(TileLoop, ElementwiseEpiloguesJoinLoopKernels) {
 // cuvil::FusedMatMul (made by pass fuse-epilogues from the ONNX ops) as a tile Mma kernel with
 // its transposes, alpha, bias, residual and activation, against its whole-tensor kernel
 // (--no-fusion), NaN and infinities included.
-TEST(TileLoop, FusedMatMulMatchesItsKernel) {
+void FusedMatMulMatchesItsKernel_body();
+TEST(TileLoop, FusedMatMulMatchesItsKernel) { for_each_cpu_path(FusedMatMulMatchesItsKernel_body); }
+void FusedMatMulMatchesItsKernel_body() {
   const int64_t N = 35, K = 70;
   uint32_t seed = 900;
   struct Act {
@@ -583,7 +607,9 @@ TEST(TileLoop, VecMathUnaryOpsMatchTheirKernelsBitForBit) {
 }
 
 // Gemm with both transposes, alpha and C, then Sigmoid: FusedMatMul with transA and transB.
-TEST(TileLoop, FusedMatMulFromGemmWithTransposes) {
+void FusedMatMulFromGemmWithTransposes_body();
+TEST(TileLoop, FusedMatMulFromGemmWithTransposes) { for_each_cpu_path(FusedMatMulFromGemmWithTransposes_body); }
+void FusedMatMulFromGemmWithTransposes_body() {
   const int64_t M = 19, N = 37, K = 70;
   onnx::ModelProto m = test::make_model(13);
   auto* g = m.mutable_graph();
@@ -603,6 +629,56 @@ TEST(TileLoop, FusedMatMulFromGemmWithTransposes) {
   expect_fused_matches(m, {}, {{{"a", make_tensor(1, {K, M}, random_floats(static_cast<size_t>(M * K), 32, true))},
                                 {"b", make_tensor(1, {N, K}, random_floats(static_cast<size_t>(K * N), 33))}}},
                        1e-4f, 1);
+}
+
+// A weight b of an Mma kernel is packed into panels once per loaded package (and kernel path),
+// on the first run; later runs reuse the panels, unloading the package frees them, and the
+// result is bitwise the one per-tile packing gives (cache off by a zero cap).
+void MmaPacksAWeightOncePerPackage_body();
+TEST(TileLoop, MmaPacksAWeightOncePerPackage) { for_each_cpu_path(MmaPacksAWeightOncePerPackage_body); }
+void MmaPacksAWeightOncePerPackage_body() {
+  const int64_t M = 50, K = 300, N = 70;
+  onnx::ModelProto m = test::make_model(13);
+  auto* g = m.mutable_graph();
+  test::add_input(g, "a", Tp::FLOAT, {M, K});
+  *g->add_initializer() = test::make_float_tensor("w", {K, N}, random_floats(static_cast<size_t>(K * N), 61));
+  test::add_node(g, "MatMul", {"a", "w"}, {"y"}, "matmul");
+  test::add_output(g, "y", Tp::FLOAT, {M, N});
+  Compiled fused = compile(m, true);
+  ASSERT_EQ(count_tile_opcode(fused.lowered.program, rt::TileOpcode::Mma), 1);
+  const std::vector<std::pair<std::string, Tensor>> in = {
+      {"a", make_tensor(1, {M, K}, random_floats(static_cast<size_t>(M * K), 62))}};
+
+  rt::ops::set_packed_weight_cap_for_testing(0);
+  const std::vector<Tensor> uncached = run(fused.package, in);
+  rt::ops::set_packed_weight_cap_for_testing(size_t(4) << 30);
+  ASSERT_EQ(uncached.size(), 1u);
+
+  const size_t before = rt::ops::packed_weight_bytes();
+  const int64_t nr = rt::ops::gemm_micro_kernel().nr;
+  const size_t panels = static_cast<size_t>((N + nr - 1) / nr * nr * K) * sizeof(float);
+  cuvil_model* model = nullptr;
+  ASSERT_EQ(status_text(cuvil_model_load_memory(fused.package.data(), fused.package.size(), &model)), "");
+  for (int round = 0; round < 2; ++round) {
+    cuvil_session* s = nullptr;
+    cuvil_session_options o;
+    cuvil_session_options_init(&o);
+    o.threads = 1 + round;
+    ASSERT_EQ(status_text(cuvil_session_create(model, &o, &s)), "");
+    const Tensor& a = in[0].second;
+    ASSERT_EQ(status_text(cuvil_session_set_input(s, "a", a.dtype, 2, a.dims.data(), a.bytes.data(), a.bytes.size())), "");
+    ASSERT_EQ(status_text(cuvil_session_run(s)), "");
+    EXPECT_EQ(rt::ops::packed_weight_bytes(), before + panels) << "round " << round;
+    cuvil_tensor_info info;
+    const void* data = nullptr;
+    size_t bytes = 0;
+    ASSERT_EQ(status_text(cuvil_session_get_output(s, 0, &info, &data, &bytes)), "");
+    ASSERT_EQ(bytes, uncached[0].bytes.size());
+    EXPECT_EQ(0, std::memcmp(data, uncached[0].bytes.data(), bytes)) << "round " << round;
+    cuvil_session_release(s);
+  }
+  cuvil_model_release(model);
+  EXPECT_EQ(rt::ops::packed_weight_bytes(), before);
 }
 
 TEST(TileLoop, MatMulDisassemblyShowsMma) {

@@ -225,8 +225,6 @@ void run_reduce(TileOpcode op, float* acc, const float* chunk, int64_t n, int64_
   }
 }
 
-// Depth of one packed Mma step (the micro kernel's k block).
-constexpr int64_t kMmaDepth = 256;
 // Mma tiles: at most this many rows and columns. Large tiles amortise packing a and b (each
 // tile packs its [rows x K] and [K x cols] panels), so kernels with Mma get registers of
 // kMmaTileRows x kMmaTileCols floats (128 KiB) instead of kTileRegisterElements.
@@ -357,18 +355,29 @@ class KernelRun {
   // acc[nr x nc] += A[nr x kc] * B[kc x nc] for the current chunk. A(r, j) is map a at
   // domain position (r0 + r, c0) and loop index k0 + j; B(j, c) is map b at (r0, c0 + c) and
   // k0 + j (a tile never spans two matrices: see the Mma tiling in run_tile_kernel). Both are
-  // packed for the GEMM micro kernel in blocks of kMmaDepth.
+  // packed for the GEMM micro kernel in depth blocks of gemm_blocking's kc.
   void mma(float* acc, const BoundMap& a, const BoundMap& b, const TilePos& t, Scratch& s) const {
-    constexpr int64_t MR = ops::kGemmMr, NR = ops::kGemmNr;
+    // The active path's register tile decides the packing (runtime/cpu/ops/gemm_micro.h).
+    const ops::GemmMicroKernel& uk = ops::gemm_micro_kernel();
+    const int64_t MR = uk.mr, NR = uk.nr;
+    const int64_t kdepth = ops::gemm_blocking(uk).kc;  // the whole-tensor GEMM's depth block
     const float* abase = reinterpret_cast<const float*>(a.base);
     const float* bbase = reinterpret_cast<const float*>(b.base);
     const int64_t groups = (t.nr + MR - 1) / MR, panels = (t.nc + NR - 1) / NR;
-    s.apack.resize(static_cast<size_t>(groups * MR * kMmaDepth));
-    s.bpack.resize(static_cast<size_t>(panels * NR * kMmaDepth));
+    s.apack.resize(static_cast<size_t>(groups * MR * kdepth));
+    s.bpack.resize(static_cast<size_t>(panels * NR * kdepth));
     const int64_t bcs = b.col_stride();
     const int64_t brow = row_offset(b, dims_, t.r0) + t.c0 * bcs;
-    for (int64_t p0 = 0; p0 < t.kc; p0 += kMmaDepth) {
-      const int64_t depth = std::min(kMmaDepth, t.kc - p0);
+    // b a weight of the package, read as a plain (or transposed) matrix: its panels are packed
+    // once per package and path, and every tile only packs a (runtime/cpu/ops/packed_weights.h).
+    std::shared_ptr<const std::vector<float>> wpanels;
+    const bool b_trans = bcs != 1 && b.loop_stride == 1;
+    const int64_t ldb = b_trans ? bcs : b.loop_stride;
+    if ((bcs == 1 || b_trans) && ldb > 0 && t.c0 % NR == 0 && !dims_.empty())
+      wpanels = ops::gemm_weight_panels(uk, bbase + row_offset(b, dims_, t.r0), b_trans,
+                                        loop_extent_, dims_.back(), ldb);
+    for (int64_t p0 = 0; p0 < t.kc; p0 += kdepth) {
+      const int64_t depth = std::min(kdepth, t.kc - p0);
       const int64_t k = t.k0 + p0;
       for (int64_t g = 0; g < groups; ++g) {
         float* dst = s.apack.data() + g * depth * MR;
@@ -382,6 +391,12 @@ class KernelRun {
                              k * a.loop_stride;
           for (int64_t p = 0; p < depth; ++p) dst[p * MR + rr] = src[p * a.loop_stride];
         }
+      }
+      if (wpanels) {
+        ops::gemm_block_f32(uk, t.nr, depth, t.nc, 0, panels, s.apack.data(),
+                            wpanels->data() + (t.c0 / NR) * loop_extent_ * NR + k * NR,
+                            loop_extent_ * NR, acc, t.nc, /*first=*/false, 0.f);
+        continue;
       }
       for (int64_t pj = 0; pj < panels; ++pj) {
         float* dst = s.bpack.data() + pj * depth * NR;
@@ -405,7 +420,7 @@ class KernelRun {
           for (int64_t j = cols; j < NR; ++j) d[j] = 0.f;
         }
       }
-      ops::gemm_block_f32(t.nr, depth, t.nc, 0, panels, s.apack.data(), s.bpack.data(),
+      ops::gemm_block_f32(uk, t.nr, depth, t.nc, 0, panels, s.apack.data(), s.bpack.data(),
                           depth * NR, acc, t.nc, /*first=*/false, 0.f);
     }
   }

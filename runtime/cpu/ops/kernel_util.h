@@ -576,7 +576,7 @@ template <typename C> class ComputeOutput {
 // c = alpha * op(a) * op(b) + beta * c for row-major matrices, op(a) m x k, op(b) k x n, where
 // op transposes when trans_* is set; beta == 0 means c is not read (it may be uninitialised).
 // Splits the work over ctx's threads when ctx is non-null (never call it with a ctx from
-// inside a parallel_range body: parallel_for is not re-entrant). Defined in linalg.cpp.
+// inside a parallel_range body: parallel_for is not re-entrant). In gemm_kernels.cpp/linalg.cpp.
 void gemm(OpContext* ctx, bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k,
           float alpha, const float* a, int64_t lda, const float* b, int64_t ldb, float beta,
           float* c, int64_t ldc);

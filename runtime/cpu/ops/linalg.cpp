@@ -1,16 +1,16 @@
 // Linear-algebra kernels (MatMul, Gemm, MatMulInteger, QLinearMatMul, Einsum, Det) and the
-// packed, cache-blocked float/double GEMM that Conv, ConvTranspose and the recurrent ops share.
-// The GEMM packs op(b) once into panels of kNr columns and each task packs alpha * op(a) in
-// blocks of kMc x kKc; a 4 x kNr register tile of vector accumulators walks the k block, so
-// the inner loop does two vector loads of b and eight multiply-adds per step. Work is split
-// over row blocks, and over column panels when there are few row blocks.
+// packed, cache-blocked double GEMM (the float32 GEMM/GEMV with per-path micro kernels is in
+// gemm_kernels.cpp; both are gemm() of kernel_util.h, which Conv, ConvTranspose and the
+// recurrent ops share). The double GEMM packs op(b) once into panels of kNr columns and each
+// task packs alpha * op(a) in blocks of kMc x kKc; a 4 x kNr register tile of vector
+// accumulators walks the k block. Work is split over row blocks, and over column panels when
+// there are few row blocks.
 #include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <string>
 #include <vector>
 
-#include "runtime/cpu/ops/gemm_micro.h"
 #include "runtime/cpu/ops/kernel_util.h"
 #include "runtime/cpu/ops/quant_params.h"
 
@@ -124,18 +124,6 @@ inline __attribute__((always_inline)) void gemm_block_body(int64_t rows, int64_t
   }
 }
 
-}  // namespace
-
-CUVIL_GEMM_CLONES
-void gemm_block_f32(int64_t rows, int64_t kc, int64_t n, int64_t p0, int64_t p1,
-                    const float* apack, const float* bpack, int64_t panel_stride, float* c,
-                    int64_t ldc, bool first, float beta) {
-  gemm_block_body<float>(rows, kc, n, p0, p1, apack, bpack, panel_stride, c, ldc, first, beta);
-}
-
-namespace {
-static_assert(kMr == kGemmMr && kNr<float> == kGemmNr, "gemm_micro.h describes this kernel");
-
 CUVIL_GEMM_CLONES
 void gemm_block_f64(int64_t rows, int64_t kc, int64_t n, int64_t p0, int64_t p1,
                     const double* apack, const double* bpack, int64_t panel_stride, double* c,
@@ -143,11 +131,6 @@ void gemm_block_f64(int64_t rows, int64_t kc, int64_t n, int64_t p0, int64_t p1,
   gemm_block_body<double>(rows, kc, n, p0, p1, apack, bpack, panel_stride, c, ldc, first, beta);
 }
 
-inline void gemm_block(int64_t rows, int64_t kc, int64_t n, int64_t p0, int64_t p1,
-                       const float* apack, const float* bpack, int64_t panel_stride, float* c,
-                       int64_t ldc, bool first, float beta) {
-  gemm_block_f32(rows, kc, n, p0, p1, apack, bpack, panel_stride, c, ldc, first, beta);
-}
 inline void gemm_block(int64_t rows, int64_t kc, int64_t n, int64_t p0, int64_t p1,
                        const double* apack, const double* bpack, int64_t panel_stride,
                        double* c, int64_t ldc, bool first, double beta) {
@@ -230,12 +213,6 @@ void gemm_impl(OpContext* ctx, bool trans_a, bool trans_b, int64_t m, int64_t n,
 }
 
 }  // namespace
-
-void gemm(OpContext* ctx, bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k,
-          float alpha, const float* a, int64_t lda, const float* b, int64_t ldb, float beta,
-          float* c, int64_t ldc) {
-  gemm_impl<float>(ctx, trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
-}
 
 void gemm(OpContext* ctx, bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k,
           double alpha, const double* a, int64_t lda, const double* b, int64_t ldb,

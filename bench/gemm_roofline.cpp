@@ -1,0 +1,266 @@
+// How close are the float32 GEMM and GEMV (runtime/cpu/ops/gemm_kernels.cpp) to this machine's
+// limits? For every kernel path the CPU supports (runtime/cpu/cpu_features.h), measured in the
+// same run: the FMA peak of one core (an unrolled loop of independent multiply-adds on that
+// path's vectors; the portable path counts a multiply and an add), one core's read bandwidth
+// (a vector sum over a buffer as large as the GEMV's weights), then gemm() on 1024^3 with 1 and
+// 2 threads and a 1 x 4096 x 8192 GEMV (128 MiB of weights, past the last-level cache of the
+// machines of PERF_NOTES.md; as [K, N] and as a Linear layer's [N, K] with transB), printed as
+// fractions of those. Issue 8 asks for GEMM >= 85% of the
+// peak, >= 1.8x on two threads, and GEMV >= 75% of the read bandwidth. Times are the minimum
+// over repeats (the machine may be shared; run it idle). Never asserts.
+//   usage: bench_gemm_roofline [repeats=7] [gemm size=1024] [gemv K=4096] [gemv N=8192]
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <functional>
+#include <random>
+#include <vector>
+
+#if defined(__x86_64__)
+#include <immintrin.h>
+#endif
+
+#include "runtime/cpu/cpu_features.h"
+#include "runtime/cpu/ops/gemm_micro.h"
+#include "runtime/cpu/ops/kernel_util.h"
+#include "runtime/cpu/thread_pool.h"
+
+namespace {
+
+using cuvil::rt::CpuPath;
+using Clock = std::chrono::steady_clock;
+
+double seconds_since(Clock::time_point t0) {
+  return std::chrono::duration<double>(Clock::now() - t0).count();
+}
+
+template <typename Fn> double best_seconds(int repeats, Fn&& fn) {
+  double best = 1e30;
+  for (int r = 0; r < repeats; ++r) {
+    const Clock::time_point t0 = Clock::now();
+    fn();
+    best = std::min(best, seconds_since(t0));
+  }
+  return best;
+}
+
+// ---- the FMA peak: independent accumulators, enough to cover the FMA latency on 2 pipes ----
+
+volatile float g_sink;
+
+float peak_portable(int64_t iters) {
+  typedef float V4 __attribute__((vector_size(16)));
+  V4 acc[12];
+  for (int i = 0; i < 12; ++i) acc[i] = V4{} + static_cast<float>(i);
+  const V4 x = V4{} + 0.999999f, y = V4{} + 1e-7f;
+  for (int64_t it = 0; it < iters; ++it) {
+#pragma GCC unroll 12
+    for (int i = 0; i < 12; ++i) acc[i] = acc[i] * x + y;
+  }
+  float s = 0;
+  for (int i = 0; i < 12; ++i) s += acc[i][0];
+  return s;
+}
+
+#if defined(__x86_64__)
+__attribute__((target("avx2,fma"))) float peak_avx2(int64_t iters) {
+  __m256 acc[12];
+  for (int i = 0; i < 12; ++i) acc[i] = _mm256_set1_ps(static_cast<float>(i));
+  const __m256 x = _mm256_set1_ps(0.999999f), y = _mm256_set1_ps(1e-7f);
+  for (int64_t it = 0; it < iters; ++it) {
+#pragma GCC unroll 12
+    for (int i = 0; i < 12; ++i) acc[i] = _mm256_fmadd_ps(acc[i], x, y);
+  }
+  float s = 0;
+  for (int i = 0; i < 12; ++i) s += _mm256_cvtss_f32(acc[i]);
+  return s;
+}
+
+__attribute__((target("avx512f,avx2,fma"))) float peak_avx512(int64_t iters) {
+  __m512 acc[16];
+  for (int i = 0; i < 16; ++i) acc[i] = _mm512_set1_ps(static_cast<float>(i));
+  const __m512 x = _mm512_set1_ps(0.999999f), y = _mm512_set1_ps(1e-7f);
+  for (int64_t it = 0; it < iters; ++it) {
+#pragma GCC unroll 16
+    for (int i = 0; i < 16; ++i) acc[i] = _mm512_fmadd_ps(acc[i], x, y);
+  }
+  float s = 0;
+  for (int i = 0; i < 16; ++i) s += _mm512_cvtss_f32(acc[i]);
+  return s;
+}
+#endif
+
+// GFLOP/s of one core on `path` (2 flops per lane per multiply-add).
+double fma_peak_gflops(CpuPath path, int repeats) {
+  const int64_t iters = 20'000'000;
+  double flops_per_iter = 12 * 4 * 2;
+  std::function<float()> body = [&] { return peak_portable(iters); };
+#if defined(__x86_64__)
+  if (path == CpuPath::Avx2) {
+    flops_per_iter = 12 * 8 * 2;
+    body = [&] { return peak_avx2(iters); };
+  } else if (path == CpuPath::Avx512) {
+    flops_per_iter = 16 * 16 * 2;
+    body = [&] { return peak_avx512(iters); };
+  }
+#endif
+  const double s = best_seconds(repeats, [&] { g_sink = body(); });
+  return flops_per_iter * static_cast<double>(iters) / s * 1e-9;
+}
+
+// ---- read bandwidth: a vector sum with independent accumulators ---------------------------
+
+float read_portable(const float* p, int64_t n) {
+  typedef float V4 __attribute__((vector_size(16)));
+  V4 a0 = V4{}, a1 = V4{}, a2 = V4{}, a3 = V4{};
+  for (int64_t i = 0; i + 16 <= n; i += 16) {
+    V4 x0, x1, x2, x3;
+    __builtin_memcpy(&x0, p + i, 16);
+    __builtin_memcpy(&x1, p + i + 4, 16);
+    __builtin_memcpy(&x2, p + i + 8, 16);
+    __builtin_memcpy(&x3, p + i + 12, 16);
+    a0 += x0;
+    a1 += x1;
+    a2 += x2;
+    a3 += x3;
+  }
+  const V4 s = a0 + a1 + a2 + a3;
+  return s[0] + s[1] + s[2] + s[3];
+}
+
+#if defined(__x86_64__)
+__attribute__((target("avx2,fma"))) float read_avx2(const float* p, int64_t n) {
+  __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
+  for (int64_t i = 0; i + 32 <= n; i += 32) {
+    a0 = _mm256_add_ps(a0, _mm256_loadu_ps(p + i));
+    a1 = _mm256_add_ps(a1, _mm256_loadu_ps(p + i + 8));
+    a2 = _mm256_add_ps(a2, _mm256_loadu_ps(p + i + 16));
+    a3 = _mm256_add_ps(a3, _mm256_loadu_ps(p + i + 24));
+  }
+  return _mm256_cvtss_f32(_mm256_add_ps(_mm256_add_ps(a0, a1), _mm256_add_ps(a2, a3)));
+}
+
+__attribute__((target("avx512f,avx2,fma"))) float read_avx512(const float* p, int64_t n) {
+  __m512 a0 = _mm512_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
+  for (int64_t i = 0; i + 64 <= n; i += 64) {
+    a0 = _mm512_add_ps(a0, _mm512_loadu_ps(p + i));
+    a1 = _mm512_add_ps(a1, _mm512_loadu_ps(p + i + 16));
+    a2 = _mm512_add_ps(a2, _mm512_loadu_ps(p + i + 32));
+    a3 = _mm512_add_ps(a3, _mm512_loadu_ps(p + i + 48));
+  }
+  alignas(64) float lanes[16];
+  _mm512_store_ps(lanes, _mm512_add_ps(_mm512_add_ps(a0, a1), _mm512_add_ps(a2, a3)));
+  float s = 0;
+  for (float x : lanes) s += x;
+  return s;
+}
+#endif
+
+double read_gbps(CpuPath path, const std::vector<float>& buf, int repeats) {
+  const float* p = buf.data();
+  const int64_t n = static_cast<int64_t>(buf.size());
+  std::function<float()> body = [&] { return read_portable(p, n); };
+#if defined(__x86_64__)
+  if (path == CpuPath::Avx2) body = [&] { return read_avx2(p, n); };
+  if (path == CpuPath::Avx512) body = [&] { return read_avx512(p, n); };
+#endif
+  const double s = best_seconds(repeats, [&] { g_sink = body(); });
+  return static_cast<double>(n) * 4 / s * 1e-9;
+}
+
+// ---- gemm() through the runtime's thread pool ---------------------------------------------
+
+class PoolContext : public cuvil::rt::OpContext {
+ public:
+  explicit PoolContext(int threads) {
+    const cuvil::rt::Status st = pool_.start(threads);
+    if (!st.is_ok()) {
+      std::fprintf(stderr, "thread pool: %s\n", st.message().c_str());
+      std::exit(1);
+    }
+  }
+  const char* op_name() const override { return "MatMul"; }
+  const char* node_name() const override { return "bench"; }
+  int opset() const override { return 13; }
+  const cuvil::rt::AttrReader& attrs() const override { std::abort(); }
+  size_t num_inputs() const override { return 0; }
+  const cuvil::rt::TensorView* input(size_t) const override { return nullptr; }
+  size_t num_outputs() const override { return 0; }
+  bool output_wanted(size_t) const override { return false; }
+  cuvil::rt::Status allocate_output(size_t, cuvil::DType, const std::vector<int64_t>&,
+                                    cuvil::rt::TensorView**) override {
+    std::abort();
+  }
+  int threads() const override { return pool_.threads(); }
+  void parallel_for(int64_t n, int64_t grain, void (*fn)(void*, int64_t, int64_t), void* arg) override {
+    pool_.parallel_for(n, grain, [&](int64_t b, int64_t e, int) { fn(arg, b, e); });
+  }
+
+ private:
+  cuvil::rt::ThreadPool pool_;
+};
+
+std::vector<float> random_floats(size_t n, uint32_t seed) {
+  std::mt19937 gen(seed);
+  std::uniform_real_distribution<float> dist(-1.f, 1.f);
+  std::vector<float> v(n);
+  for (float& x : v) x = dist(gen);
+  return v;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const int repeats = argc > 1 ? std::max(1, std::atoi(argv[1])) : 7;
+  const int64_t s = argc > 2 ? std::atoll(argv[2]) : 1024;
+  const int64_t vk = argc > 3 ? std::atoll(argv[3]) : 4096;
+  const int64_t vn = argc > 4 ? std::atoll(argv[4]) : 8192;
+  std::printf("cpu: %s\n", cuvil::rt::cpu_features_summary().c_str());
+  std::printf("GEMM %lld^3, GEMV 1x%lldx%lld (%.0f MiB of weights), best of %d\n",
+              static_cast<long long>(s), static_cast<long long>(vk), static_cast<long long>(vn),
+              static_cast<double>(vk * vn) * 4 / (1 << 20), repeats);
+  const std::vector<float> a = random_floats(static_cast<size_t>(s * s), 1);
+  const std::vector<float> b = random_floats(static_cast<size_t>(s * s), 2);
+  std::vector<float> c(static_cast<size_t>(s * s));
+  const std::vector<float> w = random_floats(static_cast<size_t>(vk * vn), 3);
+  const std::vector<float> x = random_floats(static_cast<size_t>(vk), 4);
+  std::vector<float> y(static_cast<size_t>(vn));
+  PoolContext one(1), two(2);
+  const double gemm_flops = 2.0 * static_cast<double>(s) * static_cast<double>(s) * static_cast<double>(s);
+
+  std::printf("\n%-9s %10s %10s | %10s %7s %10s %7s %8s | %10s %7s | %10s %7s\n", "path", "peak GF/s",
+              "read GB/s", "gemm1 GF/s", "%peak", "gemm2 GF/s", "%2peak", "2T/1T", "gemv GB/s", "%read",
+              "gemvT GB/s", "%read");
+  for (CpuPath path : cuvil::rt::supported_cpu_paths()) {
+    cuvil::rt::set_cpu_path_for_testing(path);
+    const double peak = fma_peak_gflops(path, repeats);
+    const double bw = read_gbps(path, w, repeats);
+    auto run_gemm = [&](PoolContext& ctx) {
+      cuvil::rt::ops::gemm(&ctx, false, false, s, s, s, 1.f, a.data(), s, b.data(), s, 0.f, c.data(), s);
+    };
+    run_gemm(one);  // warm the pages
+    const double g1 = gemm_flops / best_seconds(repeats, [&] { run_gemm(one); }) * 1e-9;
+    const double g2 = gemm_flops / best_seconds(repeats, [&] { run_gemm(two); }) * 1e-9;
+    auto run_gemv = [&] {
+      cuvil::rt::ops::gemm(&one, false, false, 1, vn, vk, 1.f, x.data(), vk, w.data(), vn, 0.f, y.data(), vn);
+    };
+    run_gemv();
+    const double gv = static_cast<double>(vk * vn) * 4 / best_seconds(repeats, run_gemv) * 1e-9;
+    // The same bytes as a Linear layer's weight ([N, K], transB): dot products over rows.
+    auto run_gemv_t = [&] {
+      cuvil::rt::ops::gemm(&one, false, true, 1, vn, vk, 1.f, x.data(), vk, w.data(), vk, 0.f, y.data(), vn);
+    };
+    run_gemv_t();
+    const double gvt = static_cast<double>(vk * vn) * 4 / best_seconds(repeats, run_gemv_t) * 1e-9;
+    std::printf("%-9s %10.1f %10.1f | %10.1f %6.1f%% %10.1f %6.1f%% %7.2fx | %10.1f %6.1f%% | %10.1f %6.1f%%\n",
+                cuvil::rt::cpu_path_name(path), peak, bw, g1, 100 * g1 / peak, g2, 100 * g2 / (2 * peak), g2 / g1,
+                gv, 100 * gv / bw, gvt, 100 * gvt / bw);
+    const cuvil::rt::ops::GemmMicroKernel& uk = cuvil::rt::ops::gemm_micro_kernel(path);
+    const cuvil::rt::ops::GemmBlocking bl = cuvil::rt::ops::gemm_blocking(uk);
+    std::printf("          tile %lldx%lld, mc %lld, kc %lld\n", static_cast<long long>(uk.mr),
+                static_cast<long long>(uk.nr), static_cast<long long>(bl.mc), static_cast<long long>(bl.kc));
+  }
+  std::printf("\nissue 8 targets: gemm1 >= 85%% of peak, 2T/1T >= 1.8x, gemv >= 75%% of read bandwidth\n");
+  return 0;
+}

@@ -1,0 +1,104 @@
+// The per-weight packed panel cache (packed_weights.h): one mutex-guarded table of registered
+// weight regions, each with its packed entries; an entry is packed exactly once (call_once)
+// outside the table lock, so a long pack never blocks lookups of other weights.
+#include "runtime/cpu/ops/packed_weights.h"
+
+#include <atomic>
+#include <map>
+#include <mutex>
+#include <tuple>
+
+namespace cuvil::rt::ops {
+namespace {
+
+struct Entry {
+  size_t bytes = 0;  // reserved against the cap when the entry was made
+  std::once_flag once;
+  std::shared_ptr<std::vector<float>> panels;
+};
+
+using EntryKey = std::tuple<const float*, bool, int64_t, int64_t, int64_t, int64_t>;
+
+struct Region {
+  size_t size = 0;
+  std::map<EntryKey, std::shared_ptr<Entry>> entries;
+};
+
+struct Cache {
+  std::mutex mu;
+  std::map<const uint8_t*, Region> regions;  // by start address
+  std::atomic<size_t> bytes{0};
+  std::atomic<size_t> cap{size_t(4) << 30};
+};
+
+Cache& cache() {
+  static Cache* c = new Cache;  // never destroyed: packages may unload during static teardown
+  return *c;
+}
+
+// The bytes op(b) spans in b's storage.
+size_t span_bytes(const PackedPanelsKey& key) {
+  const int64_t rows = key.trans_b ? key.n : key.k, cols = key.trans_b ? key.k : key.n;
+  return static_cast<size_t>(((rows - 1) * key.ldb + cols) * static_cast<int64_t>(sizeof(float)));
+}
+
+}  // namespace
+
+void register_weight_region(const void* data, size_t size) {
+  if (!data || size == 0) return;
+  Cache& c = cache();
+  std::lock_guard<std::mutex> lock(c.mu);
+  c.regions[static_cast<const uint8_t*>(data)].size = size;
+}
+
+void unregister_weight_region(const void* data) {
+  Cache& c = cache();
+  std::lock_guard<std::mutex> lock(c.mu);
+  auto it = c.regions.find(static_cast<const uint8_t*>(data));
+  if (it == c.regions.end()) return;
+  for (auto& [key, entry] : it->second.entries) c.bytes -= entry->bytes;
+  c.regions.erase(it);
+}
+
+std::shared_ptr<const std::vector<float>> packed_weight_panels(const PackedPanelsKey& key,
+                                                               PackPanelsFn pack, void* arg) {
+  if (key.k <= 0 || key.n <= 0 || key.nr <= 0) return nullptr;
+  Cache& c = cache();
+  const uint8_t* begin = reinterpret_cast<const uint8_t*>(key.b);
+  const size_t span = span_bytes(key);
+  const size_t need = static_cast<size_t>((key.n + key.nr - 1) / key.nr * key.nr * key.k) * sizeof(float);
+  std::shared_ptr<Entry> entry;
+  {
+    std::lock_guard<std::mutex> lock(c.mu);
+    if (c.regions.empty()) return nullptr;
+    auto it = c.regions.upper_bound(begin);
+    if (it == c.regions.begin()) return nullptr;
+    --it;
+    if (begin + span > it->first + it->second.size) return nullptr;
+    std::shared_ptr<Entry>& slot =
+        it->second.entries[EntryKey{key.b, key.trans_b, key.k, key.n, key.ldb, key.nr}];
+    if (!slot) {
+      // Reserve the bytes now, so that concurrent first uses cannot overshoot the cap.
+      if (c.bytes + need > c.cap) {
+        it->second.entries.erase(EntryKey{key.b, key.trans_b, key.k, key.n, key.ldb, key.nr});
+        return nullptr;
+      }
+      c.bytes += need;
+      slot = std::make_shared<Entry>();
+      slot->bytes = need;
+    }
+    entry = slot;
+  }
+  std::call_once(entry->once, [&] {
+    auto panels = std::make_shared<std::vector<float>>(need / sizeof(float));
+    pack(key, panels->data(), arg);
+    entry->panels = std::move(panels);
+  });
+  return entry->panels;
+}
+
+size_t packed_weight_bytes() { return cache().bytes.load(); }
+
+void set_packed_weight_cap_for_testing(size_t bytes) { cache().cap = bytes; }
+
+}  // namespace cuvil::rt::ops

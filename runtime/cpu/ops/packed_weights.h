@@ -1,0 +1,42 @@
+// Packed GEMM operands cached per weight: a loaded package registers its WEIGHTS section
+// (runtime/package.cpp), and the float32 GEMM (gemm_kernels.cpp) packs a b operand that lies
+// in a registered section into its micro kernel's panels once, on first use, then reuses the
+// panels for every later call, from any session and thread of that package. The package
+// format is unchanged (packing at load time keeps packages portable across kernel paths);
+// the panels go when the package is unloaded. Thread-safe; the bytes held are counted and
+// capped (a product whose panels would pass the cap packs per call, as before).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+namespace cuvil::rt::ops {
+
+// [data, data + size) holds read-only weights until unregister_weight_region(data).
+void register_weight_region(const void* data, size_t size);
+// Drops the region and the panels packed from it (callers still using panels keep them alive).
+void unregister_weight_region(const void* data);
+
+// What a packed operand is: op(b) (k x n) starting at b with row stride ldb, transposed or
+// not, in panels of nr columns (panels[n / nr][k][nr], zero-padded past column n).
+struct PackedPanelsKey {
+  const float* b;
+  bool trans_b;
+  int64_t k, n, ldb, nr;
+};
+
+// The panels for `key` when b lies wholly inside a registered region: packed by `pack` into
+// the returned buffer on the first call (concurrent callers wait for it), shared afterwards.
+// nullptr when b is not a registered weight or the cache is full: pack per call then.
+using PackPanelsFn = void (*)(const PackedPanelsKey& key, float* out, void* arg);
+std::shared_ptr<const std::vector<float>> packed_weight_panels(const PackedPanelsKey& key,
+                                                               PackPanelsFn pack, void* arg);
+
+// Bytes of packed panels held now (memory accounting; tests and `--bench` reports).
+size_t packed_weight_bytes();
+// The cap (default 4 GiB); tests lower it.
+void set_packed_weight_cap_for_testing(size_t bytes);
+
+}  // namespace cuvil::rt::ops
