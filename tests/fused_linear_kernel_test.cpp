@@ -371,7 +371,7 @@ TEST(FusedLinearKernel, ConvNhwcResidualAndActivations) {
     ConvCase c;
     c.x = {2, 3, 9, 8};
     c.w = {8, 3, 3, 3};
-    c.attrs = {{"pads", attr_ints({1, 0, 2, 1})}, {"strides", attr_ints({2, 1})}};
+    c.attrs = {{"pads", attr_ints({1, 2, 2, 1})}, {"strides", attr_ints({2, 1})}};
     c.act = act;
     c.act_alpha = std::string(act) == "clip" ? 0.f : 0.1f;
     c.act_beta = 6.f;
