@@ -16,7 +16,7 @@
 //   shape (broadcasting allowed).
 //   layout (string, "NCHW"): "NHWC" puts the channels last: X is [N, D1, ..., C], and Y and
 //   residual are [N, O1, ..., M] (residual broadcasts to that); W stays [M, C/group, k1, ...]
-//   and B [M] (the kernel repacks W; no prepacked form). Pads, strides, dilations and
+//   and B [M] (no prepacked form: the kernel's GEMM reads W transposed as it is). Pads, strides, dilations and
 //   kernel_shape still list the spatial axes in order. The pass choose-layout writes it.
 // RMSNorm(X, scale) -> Y
 //   Y = X / sqrt(mean(X^2 over axes [axis, rank)) + epsilon) * scale, computed in float.

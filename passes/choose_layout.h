@@ -10,7 +10,7 @@
 // subgraph) comes back through one Transpose to NCHW (perm [0, r-1, 1, ..., r-2]) writing the
 // original value, so the rest of the graph is unchanged. Any other op ends the chain (ResNet's
 // MaxPool and GlobalAveragePool do; elementwise ops between convs are already epilogues after
-// fuse-epilogues). W and B are not touched (the kernel repacks W).
+// fuse-epilogues). W and B are not touched (the NHWC kernel reads W as it is).
 // With layout auto, only chains of at least kAutoNhwcMinChain convs are rewritten: the two
 // boundary transposes each move one activation tensor, while every conv reads and writes at
 // least one, so from three convs on the transposes are a minor share of the chain's memory

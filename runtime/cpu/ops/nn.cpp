@@ -428,23 +428,11 @@ void conv_float(OpContext& ctx, const ConvShape& s, const C* x, const C* w, cons
 // ---- Conv over channels-last tensors (cuvil::FusedConv layout = "NHWC") -----------------------
 //
 // X is [N, D..., C] and Y [N, O..., M], so one output position's channels are contiguous: the
-// convolution is an implicit GEMM Y[positions, M] = col[positions, (k..., c)] @ Wp[(k..., c), M]
-// with W repacked once per call (W stays [M, C/group, k...] in the graph). A pointwise conv
-// needs no col at all (X itself is the [positions, C] matrix); a depthwise conv (one input and
-// one output channel per group) runs tap by tap, vectorised over the contiguous channels.
-
-// Wp[g][kk][c][j] = W[g * mg + j][c][kk]: per group a row-major [kprod * cg, mg] matrix.
-template <typename C>
-std::vector<C> repack_nhwc_weights(const ConvShape& s, const C* w) {
-  const int64_t kprod = product(s.w.kernel);
-  std::vector<C> wp(static_cast<size_t>(s.m * s.cg * kprod));
-  for (int64_t g = 0; g < s.group; ++g)
-    for (int64_t j = 0; j < s.mg; ++j)
-      for (int64_t c = 0; c < s.cg; ++c)
-        for (int64_t kk = 0; kk < kprod; ++kk)
-          wp[((g * kprod + kk) * s.cg + c) * s.mg + j] = w[((g * s.mg + j) * s.cg + c) * kprod + kk];
-  return wp;
-}
+// convolution is an implicit GEMM Y[positions, M] = col[positions, (c, k...)] @ W_g^T, W read as
+// it is ([M, C/group, k...] is W_g^T row-major per group: the GEMM packs it transposed, so no
+// repacked copy of the weights is made per call). A pointwise conv needs no col at all (X itself
+// is the [positions, C] matrix); a depthwise conv (one input and one output channel per group)
+// runs tap by tap, vectorised over the contiguous channels.
 
 // The input position of output position `o` (spatial multi-index) under tap `kidx`, as a
 // flat spatial offset, or -1 in the padding.
@@ -496,12 +484,11 @@ void conv_nhwc(OpContext& ctx, const ConvShape& s, const C* x, const C* w, const
     });
     return;
   }
-  const std::vector<C> wp = repack_nhwc_weights<C>(s, w);
   const int64_t kg = kprod * s.cg;
   if (is_pointwise(win)) {
     // X is already the [positions, C] matrix; each group reads its cg columns.
     for (int64_t g = 0; g < s.group; ++g)
-      gemm(&ctx, false, false, rows, s.mg, s.cg, C(1), x + g * s.cg, s.c, wp.data() + g * kg * s.mg, s.mg, C(0),
+      gemm(&ctx, false, true, rows, s.mg, s.cg, C(1), x + g * s.cg, s.c, w + g * s.mg * kg, kg, C(0),
            y + g * s.mg, s.m);
   } else {
     const int64_t chunk = std::max<int64_t>(1, std::min(rows, kColumnBudget / kg));
@@ -509,7 +496,8 @@ void conv_nhwc(OpContext& ctx, const ConvShape& s, const C* x, const C* w, const
     for (int64_t r0 = 0; r0 < rows; r0 += chunk) {
       const int64_t r1 = std::min(rows, r0 + chunk);
       for (int64_t g = 0; g < s.group; ++g) {
-        // col[row][(kk, c)] = x[n, i(o, kk), g * cg + c], zero in the padding.
+        // col[row][(c, kk)] = x[n, i(o, kk), g * cg + c], zero in the padding: W's own order, so
+        // each row scatters its taps within kg elements (in L1) and W needs no copy.
         parallel_range(ctx, r1 - r0, 8, [&](int64_t begin, int64_t end) {
           std::vector<int64_t> oidx(r), kidx(r);
           for (int64_t row = r0 + begin; row < r0 + end; ++row) {
@@ -519,13 +507,16 @@ void conv_nhwc(OpContext& ctx, const ConvShape& s, const C* x, const C* w, const
             for (int64_t kk = 0; kk < kprod; ++kk) {
               unflatten(kk, win.kernel, kidx.data());
               const int64_t off = nhwc_input_offset(win, oidx.data(), kidx.data());
-              C* dst = cr + kk * s.cg;
-              if (off < 0) std::fill(dst, dst + s.cg, C(0));
-              else std::copy_n(x + (n * pin + off) * s.c + g * s.cg, s.cg, dst);
+              if (off < 0) {
+                for (int64_t c = 0; c < s.cg; ++c) cr[c * kprod + kk] = C(0);
+              } else {
+                const C* xs = x + (n * pin + off) * s.c + g * s.cg;
+                for (int64_t c = 0; c < s.cg; ++c) cr[c * kprod + kk] = xs[c];
+              }
             }
           }
         });
-        gemm(&ctx, false, false, r1 - r0, s.mg, kg, C(1), col.data(), kg, wp.data() + g * kg * s.mg, s.mg, C(0),
+        gemm(&ctx, false, true, r1 - r0, s.mg, kg, C(1), col.data(), kg, w + g * s.mg * kg, kg, C(0),
              y + r0 * s.m + g * s.mg, s.m);
       }
     }
