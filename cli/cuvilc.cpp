@@ -45,7 +45,7 @@ constexpr const char* kDimHelp =
     "that `cuvilc inspect` lists. Repeatable.";
 
 constexpr const char* kConfigHelp =
-    "YAML config file with cuvilc's settings (dims, fusion, limits, patterns; docs/config.md). Options "
+    "YAML config file with cuvilc's settings (dims, fusion, layout, limits, patterns; docs/config.md). Options "
     "given on the command line override the same keys.";
 
 // The settings of one invocation: the config file first, then the command line over it.
@@ -53,6 +53,7 @@ struct CommandLineSettings {
   std::string config;
   std::vector<std::string> dims;
   bool no_fusion = false;
+  std::string layout;  // --layout, "" when not given
   CompileLimits limits;                                   // --max-... values
   std::vector<std::pair<LimitId, CLI::Option*>> limit_options;  // to see which were given
 };
@@ -81,6 +82,7 @@ CompileOptions resolve_options(const CommandLineSettings& cl) {
     set_dim(o, name, range);
   }
   if (cl.no_fusion) o.fusion = false;
+  if (!cl.layout.empty()) o.layout = *parse_layout_choice(cl.layout);  // CLI::IsMember checked it
   for (const auto& [id, opt] : cl.limit_options)
     if (opt->count() > 0) limit_value(o.limits, id) = limit_value(cl.limits, id);
   return o;
@@ -119,6 +121,7 @@ Model load_and_infer(const std::string& path, const CompileOptions& options,
   po.skip.insert(flags.skip.begin(), flags.skip.end());
   po.context.limits = options.limits;
   po.context.user_patterns = options.patterns;
+  po.context.layout = options.layout;
   if (flags.print_after_all)
     po.after_pass = [](const PassRecord& r, const Model& model) {
       std::cerr << "// IR after pass " << r.name << " (nodes " << r.nodes_before << " -> " << r.nodes_after
@@ -421,6 +424,11 @@ int main_impl(int argc, char** argv) {
                       "existing file is left untouched when the compile fails. A path naming the "
                       "model or one of its external data files is refused.");
   compile->add_flag("--no-fusion", compile_settings.no_fusion, "Do not build tile kernels (fused elementwise chains, reductions, MatMul/Gemm, casts): only CallOps");
+  compile->add_option("--layout", compile_settings.layout,
+                      "Convolution layout: nhwc runs every chain of convolutions channels-last with "
+                      "Transposes at its boundaries; auto only chains of at least 3 convs; nchw "
+                      "(default) none. Config key layout; pass choose-layout.")
+      ->check(CLI::IsMember({"auto", "nchw", "nhwc"}));
   compile->add_option("--dim", compile_settings.dims, kDimHelp);
   compile->add_option("--config", compile_settings.config, kConfigHelp);
   add_limit_options(compile, &compile_settings);

@@ -14,6 +14,10 @@
 //   kernel_shape, pads, strides) with Conv's meaning, plus activation as for FusedMatMul.
 //   BatchNormalization after a Conv is folded into W and B at compile time. residual has Y's
 //   shape (broadcasting allowed).
+//   layout (string, "NCHW"): "NHWC" puts the channels last: X is [N, D1, ..., C], and Y and
+//   residual are [N, O1, ..., M] (residual broadcasts to that); W stays [M, C/group, k1, ...]
+//   and B [M] (no prepacked form: the kernel's GEMM reads W transposed as it is). Pads, strides, dilations and
+//   kernel_shape still list the spatial axes in order. The pass choose-layout writes it.
 // RMSNorm(X, scale) -> Y
 //   Y = X / sqrt(mean(X^2 over axes [axis, rank)) + epsilon) * scale, computed in float.
 //   axis (int, -1), epsilon (float, 1e-5). scale broadcasts to the normalised axes.

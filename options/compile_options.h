@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "ir/symbolic.h"
+#include "passes/choose_layout.h"
 #include "passes/pattern.h"
 #include "support/limits.h"
 
@@ -32,6 +33,10 @@ struct CompileOptions {
   // User-declared patterns (`patterns:`): rewrites join the canonicalize pass; fuse and keep
   // requests go to lowering.
   std::vector<Pattern> patterns;
+  // Convolution layout (`layout:` / --layout): auto, nchw or nhwc (passes/choose_layout.h).
+  // nchw by default: the channels-last kernels have not yet been measured against NCHW on an
+  // idle machine, and nchw keeps every compile as it was until they are.
+  LayoutChoice layout = LayoutChoice::kNchw;
 };
 
 // The largest config file cuvilc reads; configs are hand-written, so this is generous.

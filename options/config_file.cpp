@@ -149,6 +149,13 @@ void read_fusion(const ConfigReader& r, const YAML::Node& v, const std::string& 
   o.fusion = r.boolean(v, path);
 }
 
+void read_layout(const ConfigReader& r, const YAML::Node& v, const std::string& path, CompileOptions& o) {
+  const std::string s = r.scalar(v, path, "auto, nchw or nhwc");
+  const auto choice = parse_layout_choice(s);
+  if (!choice) r.fail_at(v.Mark(), path, ": expected auto, nchw or nhwc, got '", s, "'");
+  o.layout = *choice;
+}
+
 void read_limits(const ConfigReader& r, const YAML::Node& v, const std::string& path, CompileOptions& o) {
   if (v.IsNull()) return;
   std::vector<std::string> known;
@@ -321,6 +328,7 @@ constexpr TopLevelKey kTopLevelKeys[] = {
     {"version", read_version},
     {"dims", read_dims},
     {"fusion", read_fusion},
+    {"layout", read_layout},
     {"limits", read_limits},
     {"patterns", read_patterns},
 };

@@ -4,6 +4,7 @@
 
 #include "ir/verifier.h"
 #include "passes/canonicalize.h"
+#include "passes/choose_layout.h"
 #include "passes/cse.h"
 #include "passes/dce.h"
 #include "passes/fold_batch_norm.h"
@@ -61,6 +62,11 @@ std::string run_fold_batch_norm(Model& m, const PassContext&) {
 std::string run_fuse_epilogues(Model& m, const PassContext&) {
   const FuseEpilogueStats s = fuse_epilogues(m);
   return std::to_string(s.matmuls) + " FusedMatMul, " + std::to_string(s.convs) + " FusedConv";
+}
+std::string run_choose_layout(Model& m, const PassContext& c) {
+  const ChooseLayoutStats s = choose_layout(m, c.layout);
+  return std::string("layout ") + layout_choice_name(c.layout) + ": " + std::to_string(s.chains) + " chains, " +
+         std::to_string(s.convs) + " FusedConv NHWC, " + std::to_string(s.transposes) + " Transpose";
 }
 std::string run_eliminate_dead_code(Model& m, const PassContext&) {
   eliminate_dead_code(m);

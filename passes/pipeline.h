@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "ir/graph.h"
+#include "passes/choose_layout.h"
 #include "passes/pattern.h"
 #include "support/limits.h"
 
@@ -20,6 +21,7 @@ namespace cuvil {
 struct PassContext {
   CompileLimits limits;
   std::vector<Pattern> user_patterns;  // `patterns:` of the config
+  LayoutChoice layout = LayoutChoice::kNchw;  // `layout:` of the config / --layout
 };
 
 struct PassInfo {

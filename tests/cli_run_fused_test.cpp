@@ -101,6 +101,45 @@ TEST(CliRunFused, Resnet18FusedConvMatchesUnfused) {
                                {"FusedConv"});
 }
 
+// --layout nhwc (pass choose-layout) against the default NCHW compile on the same inputs; the IR
+// must have NHWC convs and only the boundary Transposes (`transposes` of them).
+void expect_nhwc_matches_nchw(const std::string& model, const std::string& shape, size_t transposes) {
+  TempDir tmp;
+  const std::string nhwc = tmp.file("nhwc.cuvir"), nchw = tmp.file("nchw.cuvir");
+  RunResult c = run_tool(tmp.path(), CUVIL_CUVILC, {"compile", model, "-o", nhwc, "--layout", "nhwc"});
+  ASSERT_EQ(c.exit_code, 0) << c.err;
+  c = run_tool(tmp.path(), CUVIL_CUVILC, {"compile", model, "-o", nchw});
+  ASSERT_EQ(c.exit_code, 0) << c.err;
+  RunResult ir = run_tool(tmp.path(), CUVIL_CUVILC, {"compile", model, "--emit", "ir", "--layout", "nhwc"});
+  ASSERT_EQ(ir.exit_code, 0) << ir.err;
+  EXPECT_NE(ir.out.find("layout = \"NHWC\""), std::string::npos);
+  size_t n = 0;
+  for (size_t at = ir.out.find("= Transpose<"); at != std::string::npos; at = ir.out.find("= Transpose<", at + 1)) ++n;
+  EXPECT_EQ(n, transposes);
+  for (const auto& [pkg, dir] : {std::pair{nhwc, tmp.file("out_nhwc")}, std::pair{nchw, tmp.file("out_nchw")}}) {
+    RunResult r = run_tool(tmp.path(), CUVIL_RUN, {pkg, "--output-dir", dir, "--seed", "7", "--shape", shape});
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+  }
+  std::string ht, hc;
+  const std::vector<float> t = read_npy_f32(tmp.file("out_nhwc/logits.npy"), &ht);
+  const std::vector<float> p = read_npy_f32(tmp.file("out_nchw/logits.npy"), &hc);
+  EXPECT_EQ(ht, hc);
+  ASSERT_EQ(t.size(), p.size());
+  ASSERT_FALSE(t.empty());
+  for (size_t i = 0; i < t.size(); ++i) ASSERT_NEAR(t[i], p[i], 1e-5 + 1e-4 * std::fabs(p[i])) << "logits[" << i << "]";
+}
+
+TEST(CliRunFused, Resnet18NhwcMatchesNchw) {
+  // The stem conv (then MaxPool) is a chain of its own: in, out; the other 19 convs one chain
+  // from the MaxPool to the GlobalAveragePool: in, out.
+  expect_nhwc_matches_nchw(kModels + "resnet18.onnx", "input=1x3x224x224", 4);
+}
+
+TEST(CliRunFused, MobilenetV2TinyNhwcMatchesNchw) {
+  // Every conv is in one chain (depthwise and pointwise, residual blocks): one Transpose in, one out.
+  expect_nhwc_matches_nchw(kModels + "mobilenet_v2_tiny.onnx", "input=1x3x96x96", 2);
+}
+
 TEST(CliRunFused, BertTinyFusedMatMulMatchesUnfused) {
   // Token ids in the vocabulary, a mask with padding, both token types: the inputs cuvil-run's
   // random integers in [0, 16) cannot be (token_type_ids has 2 values).

@@ -26,6 +26,7 @@ TEST(Config, EmptyFileSetsNothing) {
   CompileOptions o = parse_config("", "c.yaml");
   EXPECT_TRUE(o.dims.empty());
   EXPECT_TRUE(o.fusion);
+  EXPECT_EQ(o.layout, LayoutChoice::kNchw);
   EXPECT_EQ(o.limits.max_nodes, CompileLimits{}.max_nodes);
   o = parse_config("# only a comment\n", "c.yaml");
   EXPECT_TRUE(o.dims.empty());
@@ -39,6 +40,7 @@ TEST(Config, EverySettingIsRead) {
       "  seq: \"16:\"\n"
       "  heads: 12\n"
       "fusion: false\n"
+      "layout: nhwc\n"
       "limits:\n"
       "  max_nodes: 5000\n"
       "  max_fold_elements: 0\n",
@@ -53,6 +55,7 @@ TEST(Config, EverySettingIsRead) {
   EXPECT_EQ(o.dims[2].second.lo, 12);
   EXPECT_EQ(o.dims[2].second.hi, 12);
   EXPECT_FALSE(o.fusion);
+  EXPECT_EQ(o.layout, LayoutChoice::kNhwc);
   EXPECT_EQ(o.limits.max_nodes, 5000);
   EXPECT_EQ(o.limits.max_fold_elements, 0);
   EXPECT_EQ(o.limits.max_nesting_depth, CompileLimits{}.max_nesting_depth);
@@ -68,7 +71,7 @@ TEST(Config, EveryLimitHasAYamlKey) {
 
 TEST(Config, UnknownTopLevelKey) {
   EXPECT_EQ(config_error("fusion: true\nfusoin: false\n"),
-            "c.yaml:2:1: unknown key 'fusoin' (known: version, dims, fusion, limits, patterns)");
+            "c.yaml:2:1: unknown key 'fusoin' (known: version, dims, fusion, layout, limits, patterns)");
 }
 
 TEST(Config, UnknownLimitKey) {
@@ -88,6 +91,7 @@ TEST(Config, WrongTypes) {
   EXPECT_EQ(config_error("limits:\n  max_nodes: [1, 2]\n"),
             "c.yaml:2:14: limits.max_nodes: expected a non-negative integer, got a list");
   EXPECT_EQ(config_error("fusion: yes please\n"), "c.yaml:1:9: fusion: expected true or false, got 'yes please'");
+  EXPECT_EQ(config_error("layout: NHWC\n"), "c.yaml:1:9: layout: expected auto, nchw or nhwc, got 'NHWC'");
   EXPECT_EQ(config_error("limits: 5\n"), "c.yaml:1:9: limits must be a mapping (key: value), got a scalar");
   EXPECT_EQ(config_error("- a\n- b\n"), "c.yaml:1:1: the config must be a mapping (key: value), got a list");
 }
@@ -151,6 +155,34 @@ TEST(Config, ShippedExamplesParse) {
 
 // cuvilc: --config is read, a bad config exits 2 naming the line, and --dim overrides the
 // config's range for the same symbol.
+// `layout:` reaches pass choose-layout, and --layout overrides it.
+TEST(Config, CuvilcLayoutKeyAndOptionReachChooseLayout) {
+  test::TempDir dir;
+  onnx::ModelProto m = test::make_model();
+  test::add_input(m.mutable_graph(), "x", onnx::TensorProto::FLOAT, {1, 2, 4, 4});
+  test::add_output(m.mutable_graph(), "y", onnx::TensorProto::FLOAT, {1, 2, 4, 4});
+  *m.mutable_graph()->add_initializer() = test::make_float_tensor("w", {2, 2, 1, 1}, {1, 2, 3, 4});
+  test::add_node(m.mutable_graph(), "Conv", {"x", "w"}, {"y"});
+  const std::string model = test::write_model(dir.path(), m, "m.onnx");
+  const std::string cfg = dir.path() + "/c.yaml";
+  std::ofstream(cfg) << "layout: nhwc\n";
+  auto ir = [&](std::vector<std::string> extra) {
+    std::vector<std::string> args = {"compile", model, "--stop-after", "choose-layout"};
+    args.insert(args.end(), extra.begin(), extra.end());
+    test::RunResult r = test::run_tool(dir.path(), CUVIL_CUVILC, args);
+    EXPECT_EQ(r.exit_code, 0) << r.err;
+    return r.out;
+  };
+  EXPECT_EQ(ir({}).find("NHWC"), std::string::npos);  // default nchw
+  EXPECT_NE(ir({"--config", cfg}).find("layout = \"NHWC\""), std::string::npos);
+  EXPECT_NE(ir({"--layout", "nhwc"}).find("Transpose"), std::string::npos);
+  EXPECT_EQ(ir({"--config", cfg, "--layout", "nchw"}).find("NHWC"), std::string::npos);
+  EXPECT_EQ(ir({"--layout", "auto"}).find("NHWC"), std::string::npos);  // one conv: under 3
+  test::RunResult r = test::run_tool(dir.path(), CUVIL_CUVILC, {"compile", model, "--layout", "NHWC"});
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("--layout"), std::string::npos) << r.err;
+}
+
 TEST(Config, CuvilcReadsConfigAndCommandLineOverrides) {
   test::TempDir dir;
   onnx::ModelProto m = test::make_model();

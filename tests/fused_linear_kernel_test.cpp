@@ -2,7 +2,8 @@
 // the heap harness, each case against the plain ONNX kernels it replaces run one after another
 // (Transpose, MatMul, Mul, Add, Conv and the activation's own op): every activation, transposes,
 // alpha, batch broadcasting, bias and residual broadcasting, groups and depthwise convolution,
-// double tensors; and bad inputs, whose statuses must name the problem (suite FusedLinearKernel).
+// double tensors; FusedConv layout = "NHWC" against the NCHW kernel on transposed tensors (every
+// CPU path); and bad inputs, whose statuses must name the problem (suite FusedLinearKernel).
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -11,6 +12,7 @@
 #include <random>
 
 #include "kernel_harness.h"
+#include "runtime/cpu/cpu_features.h"
 
 using namespace cuvil;
 
@@ -321,6 +323,113 @@ TEST(FusedLinearKernel, ConvGroupsDepthwiseDilationsAndBroadcastResidual) {
   check_fused_conv(pointwise);
 }
 
+// ---- FusedConv layout = "NHWC" ----------------------------------------------------------------
+
+TensorData permute(const TensorData& t, std::vector<int64_t> perm) {
+  return ok(run("", "Transpose", 13, {{"perm", attr_ints(perm)}}, {&t}));
+}
+std::vector<int64_t> to_nhwc(size_t r) {
+  std::vector<int64_t> p = {0};
+  for (size_t i = 2; i < r; ++i) p.push_back(static_cast<int64_t>(i));
+  p.push_back(1);
+  return p;
+}
+
+// The NHWC kernel on transposed X and residual equals the NCHW kernel's output transposed,
+// on every CPU path this machine runs, with one and with several threads.
+void check_nhwc_conv(const ConvCase& c, DType dtype = DType::Float) {
+  SCOPED_TRACE("NHWC, activation '" + c.act + "'");
+  const TensorData x = random_tensor(c.x, 5, dtype), w = random_tensor(c.w, 6, dtype);
+  const TensorData b = random_tensor({c.w[0]}, 7, dtype);
+  std::map<std::string, Attribute> attrs = c.attrs;
+  if (!c.act.empty()) attrs["activation"] = attr_str(c.act);
+  attrs["activation_alpha"] = attr_float(c.act_alpha);
+  attrs["activation_beta"] = attr_float(c.act_beta);
+  const TensorData plain = ok(run("", "Conv", 11, c.attrs, {&x, &w, c.bias ? &b : nullptr}));
+  const TensorData res = random_tensor(c.residual_dims.empty() ? plain.dims : c.residual_dims, 8, dtype);
+  const TensorData want_nchw =
+      ok(run("cuvil", "FusedConv", 1, attrs, {&x, &w, c.bias ? &b : nullptr, c.residual ? &res : nullptr}));
+  const TensorData want = permute(want_nchw, to_nhwc(want_nchw.dims.size()));
+  const TensorData xt = permute(x, to_nhwc(x.dims.size()));
+  const TensorData rt_ = c.residual ? permute(res, to_nhwc(res.dims.size())) : TensorData{};
+  attrs["layout"] = attr_str("NHWC");
+  const rt::CpuPath before = rt::active_cpu_path();
+  for (rt::CpuPath path : rt::supported_cpu_paths()) {
+    ASSERT_TRUE(rt::set_cpu_path_for_testing(path));
+    for (int threads : {1, 3}) {
+      SCOPED_TRACE(std::string(rt::cpu_path_name(path)) + ", threads " + std::to_string(threads));
+      const TensorData got = ok(run("cuvil", "FusedConv", 1, attrs,
+                                    {&xt, &w, c.bias ? &b : nullptr, c.residual ? &rt_ : nullptr}, threads));
+      expect_close(got, want, 1e-4, 1e-5);
+    }
+  }
+  rt::set_cpu_path_for_testing(before);
+}
+
+TEST(FusedLinearKernel, ConvNhwcResidualAndActivations) {
+  for (const char* act : {"", "relu", "clip", "sigmoid", "silu", "leaky_relu"}) {
+    ConvCase c;
+    c.x = {2, 3, 9, 8};
+    c.w = {8, 3, 3, 3};
+    c.attrs = {{"pads", attr_ints({1, 2, 2, 1})}, {"strides", attr_ints({2, 1})}};
+    c.act = act;
+    c.act_alpha = std::string(act) == "clip" ? 0.f : 0.1f;
+    c.act_beta = 6.f;
+    check_nhwc_conv(c);
+  }
+}
+
+TEST(FusedLinearKernel, ConvNhwcGroupsDepthwisePointwiseDilations) {
+  ConvCase grouped;  // two groups of 4 output channels, dilated, SAME_UPPER
+  grouped.x = {1, 6, 7, 7};
+  grouped.w = {8, 3, 3, 3};
+  grouped.attrs = {{"group", attr_int(2)}, {"dilations", attr_ints({2, 2})}, {"auto_pad", attr_str("SAME_UPPER")}};
+  grouped.act = "relu";
+  check_nhwc_conv(grouped);
+  ConvCase depthwise;  // MobileNet's strided 3x3 depthwise conv with Relu6 (channel-vector path)
+  depthwise.x = {2, 21, 8, 8};
+  depthwise.w = {21, 1, 3, 3};
+  depthwise.attrs = {{"group", attr_int(21)}, {"pads", attr_ints({1, 1, 1, 1})}, {"strides", attr_ints({2, 2})}};
+  depthwise.act = "clip";
+  depthwise.act_beta = 6.f;
+  depthwise.residual = false;
+  check_nhwc_conv(depthwise);
+  ConvCase multiplier;  // depthwise with 2 outputs per channel, no bias (GEMM per group)
+  multiplier.x = {1, 3, 6, 5};
+  multiplier.w = {6, 1, 3, 2};
+  multiplier.attrs = {{"group", attr_int(3)}, {"pads", attr_ints({1, 0, 1, 1})}};
+  multiplier.bias = false;
+  check_nhwc_conv(multiplier);
+  ConvCase pointwise;  // 1x1: X is the GEMM's A; residual broadcast over batch and height
+  pointwise.x = {2, 20, 5, 6};
+  pointwise.w = {17, 20, 1, 1};
+  pointwise.residual_dims = {1, 17, 1, 6};
+  pointwise.act = "tanh";
+  check_nhwc_conv(pointwise);
+  ConvCase grouped_pointwise;  // 1x1 with groups: each group reads its columns of X
+  grouped_pointwise.x = {1, 8, 4, 4};
+  grouped_pointwise.w = {12, 2, 1, 1};
+  grouped_pointwise.attrs = {{"group", attr_int(4)}};
+  check_nhwc_conv(grouped_pointwise);
+  ConvCase strided_1x1;  // 1x1 with a stride is not pointwise: the im2col path
+  strided_1x1.x = {1, 4, 7, 7};
+  strided_1x1.w = {8, 4, 1, 1};
+  strided_1x1.attrs = {{"strides", attr_ints({2, 2})}};
+  check_nhwc_conv(strided_1x1);
+  ConvCase conv1d;  // rank 3: [N, L, C]
+  conv1d.x = {2, 5, 11};
+  conv1d.w = {6, 5, 3};
+  conv1d.attrs = {{"pads", attr_ints({2, 1})}, {"dilations", attr_ints({2})}};
+  conv1d.act = "gelu";
+  check_nhwc_conv(conv1d);
+  ConvCase dbl;  // double tensors keep double accumulation
+  dbl.x = {1, 3, 5, 5};
+  dbl.w = {4, 3, 3, 3};
+  dbl.attrs = {{"pads", attr_ints({1, 1, 1, 1})}};
+  dbl.act = "relu";
+  check_nhwc_conv(dbl, DType::Double);
+}
+
 #define EXPECT_STATUS(result, substr)                                                               \
   do {                                                                                              \
     EXPECT_EQ((result).st.code(), rt::StatusCode::kInvalidArgument) << (result).st.message();       \
@@ -356,6 +465,10 @@ TEST(FusedLinearKernel, BadInputsNameTheProblem) {
                 "attribute 'activation' is 'relu6', not a known activation");
   EXPECT_STATUS(run("cuvil", "FusedConv", 1, {{"group", attr_int(2)}}, {&x, &w}), "X has 2 channels but W");
   EXPECT_STATUS(run("cuvil", "FusedConv", 1, {}, {&x, &w, nullptr, nullptr, &x}), "has 5 inputs, at most 4");
+  EXPECT_STATUS(run("cuvil", "FusedConv", 1, {{"layout", attr_str("NCWH")}}, {&x, &w}),
+                "attribute 'layout' is 'NCWH', not NCHW or NHWC");
+  // NHWC reads the channels from the last axis: [1, 2, 4, 4] has 4 of them, W expects 2.
+  EXPECT_STATUS(run("cuvil", "FusedConv", 1, {{"layout", attr_str("NHWC")}}, {&x, &w}), "X has 4 channels but W");
 }
 
 }  // namespace

@@ -223,6 +223,11 @@ TEST(ModelReferences, Resnet18) { check_default("resnet18"); }
 TEST(ModelReferences, Resnet18WithoutRewrites) { check_without_rewrites("resnet18"); }
 TEST(ModelReferences, MobilenetV2Tiny) { check_default("mobilenet_v2_tiny"); }
 TEST(ModelReferences, MobilenetV2TinyWithoutRewrites) { check_without_rewrites("mobilenet_v2_tiny"); }
+// The convolution chains channels-last (passes/choose_layout.h): the same references as the
+// NCHW compile above, so NHWC and NCHW agree with each other within twice the tolerance.
+TEST(ModelReferences, Resnet18Nhwc) { check_model("resnet18", {"--layout", "nhwc"}, "layout nhwc"); }
+TEST(ModelReferences, Resnet18LayoutAuto) { check_model("resnet18", {"--layout", "auto"}, "layout auto"); }
+TEST(ModelReferences, MobilenetV2TinyNhwc) { check_model("mobilenet_v2_tiny", {"--layout", "nhwc"}, "layout nhwc"); }
 
 // Every model in the table has a test above, and every stored reference is used: a model added
 // to make_references.py without a row here (or the other way round) fails.

@@ -53,7 +53,11 @@ TEST(PassGolden, EveryPassHasGoldenCases) {
       std::optional<Model> m = parse_model(read_text(dir + "/" + name), &error);
       ASSERT_TRUE(m.has_value()) << error;
       verify_model(*m);
-      pass.run(*m, PassContext{});
+      // A case named nhwc_* or auto_* runs with that --layout (passes/choose_layout.h).
+      PassContext context;
+      if (name.rfind("nhwc_", 0) == 0) context.layout = LayoutChoice::kNhwc;
+      if (name.rfind("auto_", 0) == 0) context.layout = LayoutChoice::kAuto;
+      pass.run(*m, context);
       verify_model(*m);
       const std::string got = model_to_string(*m);
       const std::string expected_path = dir + "/" + name + ".expected";

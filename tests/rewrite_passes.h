@@ -11,7 +11,7 @@ namespace cuvil::test {
 
 inline const std::set<std::string>& rewrite_passes() {
   static const std::set<std::string> passes = {"canonicalize", "fuse-attention", "fold-batch-norm",
-                                               "fuse-epilogues"};
+                                               "fuse-epilogues", "choose-layout"};
   return passes;
 }
 

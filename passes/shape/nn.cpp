@@ -129,7 +129,9 @@ Window read_window(const InferContext& ctx, size_t n_spatial, bool use_dilations
 }
 
 // Conv, ConvInteger and QLinearConv: X [N, C, spatial...], W [M, C/group, kernel...].
-void infer_conv_common(InferContext& ctx, size_t x_index, size_t w_index, DType out_dtype) {
+// channels_last: X and Y are [N, D1, ..., C] (FusedConv layout = "NHWC"); W stays [M, C/group, k...].
+void infer_conv_common(InferContext& ctx, size_t x_index, size_t w_index, DType out_dtype,
+                       bool channels_last = false) {
   const Value& x = ctx.required_input(x_index);
   const Value& w = ctx.required_input(w_index);
   auto x_rank = rank_of(&x), w_rank = rank_of(&w);
@@ -172,7 +174,8 @@ void infer_conv_common(InferContext& ctx, size_t x_index, size_t w_index, DType 
     }
   }
 
-  auto c_in = const_dim_at(&x, 1), c_per_group = const_dim_at(&w, 1), m = const_dim_at(&w, 0);
+  const size_t c_axis = channels_last ? n_spatial + 1 : 1, s_axis0 = channels_last ? 1 : 2;
+  auto c_in = const_dim_at(&x, c_axis), c_per_group = const_dim_at(&w, 1), m = const_dim_at(&w, 0);
   if (c_in && *c_in % group != 0)
     ctx.fail("attribute 'group' (", group, ") does not divide the ", *c_in, " input channels of '",
              x.name, "'");
@@ -186,9 +189,10 @@ void infer_conv_common(InferContext& ctx, size_t x_index, size_t w_index, DType 
 
   Shape out;
   out.push_back(dim_at(&x, 0));
-  out.push_back(dim_at(&w, 0));
+  if (!channels_last) out.push_back(dim_at(&w, 0));
   for (size_t i = 0; i < n_spatial; ++i)
-    out.push_back(window_out_dim(ctx, win, i, dim_at(&x, i + 2)));
+    out.push_back(window_out_dim(ctx, win, i, dim_at(&x, i + s_axis0)));
+  if (channels_last) out.push_back(dim_at(&w, 0));
   ctx.set_output(0, out_dtype, std::move(out));
 }
 
@@ -212,7 +216,9 @@ void infer_conv(InferContext& ctx) { infer_conv_common(ctx, 0, 1, ctx.required_i
 
 // cuvil::FusedConv (ir/fused_ops.h): Conv's shape; the residual must broadcast to it.
 void infer_fused_conv(InferContext& ctx) {
-  infer_conv_common(ctx, 0, 1, ctx.required_input(0).dtype);
+  const std::string layout = ctx.attr_string("layout", "NCHW");
+  if (layout != "NCHW" && layout != "NHWC") ctx.fail("attribute 'layout' is '", layout, "', not NCHW or NHWC");
+  infer_conv_common(ctx, 0, 1, ctx.required_input(0).dtype, layout == "NHWC");
   check_fused_epilogue(ctx, /*first_operand=*/3);
 }
 

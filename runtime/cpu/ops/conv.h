@@ -10,7 +10,7 @@
 
 namespace cuvil::rt::ops {
 
-// Runs on the convolution result (y, dims = the output's [N, M, D1, ...]) after the bias and
+// Runs on the convolution result (y, dims = the output's [N, M, D1, ...] or [N, D1, ..., M]) after the bias and
 // before it is stored in the output's dtype: float for float/float16/bfloat16, double for double.
 class ConvEpilogue {
  public:
@@ -20,7 +20,8 @@ class ConvEpilogue {
 };
 
 // ONNX Conv over inputs X (0), W (1) and B (2, optional) and every Conv attribute of ctx,
-// writing output 0; epilogue (may be null) runs before the output is stored.
-Status conv_forward(OpContext& ctx, const ConvEpilogue* epilogue);
+// writing output 0; epilogue (may be null) runs before the output is stored. channels_last:
+// X and Y are [N, D1, ..., C] (cuvil::FusedConv layout = "NHWC"), W stays [M, C/group, k...].
+Status conv_forward(OpContext& ctx, const ConvEpilogue* epilogue, bool channels_last);
 
 }  // namespace cuvil::rt::ops

@@ -286,9 +286,12 @@ Status kernel_FusedConv(OpContext& ctx) {
     return ctx.error(StatusCode::kInvalidArgument, "has ", ctx.num_inputs(), " inputs, at most 4 (X, W, B, residual)");
   ActivationSpec spec;
   CUVIL_RETURN_IF_ERROR(read_activation(ctx, &spec));
+  const std::string layout = ctx.attrs().get_string("layout", "NCHW");
+  if (layout != "NCHW" && layout != "NHWC")
+    return ctx.error(StatusCode::kInvalidArgument, "attribute 'layout' is '", layout, "', not NCHW or NHWC");
   const TensorView* x = ctx.input(0);
   const FusedConvEpilogue epilogue(ctx, spec, x ? x->dtype : DType::Float);
-  return conv_forward(ctx, &epilogue);
+  return conv_forward(ctx, &epilogue, layout == "NHWC");
 }
 
 }  // namespace cuvil::rt::ops

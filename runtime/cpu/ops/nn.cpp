@@ -291,16 +291,17 @@ struct ConvShape {
   std::vector<int64_t> out_dims;
 };
 
-Status conv_shape(OpContext& ctx, const TensorView& x, const TensorView& wt, ConvShape* s) {
-  const size_t r = x.dims.size();
+// xdims is X's shape in [N, C, D1, ...] order (a channels-last X is permuted by the caller).
+Status conv_shape(OpContext& ctx, const std::vector<int64_t>& xdims, const TensorView& wt, ConvShape* s) {
+  const size_t r = xdims.size();
   if (r < 3)
-    return ctx.error(StatusCode::kInvalidArgument, "X must be [N, C, D1, ...], got ", dims_string(x.dims));
+    return ctx.error(StatusCode::kInvalidArgument, "X must be [N, C, D1, ...], got ", dims_string(xdims));
   if (wt.dims.size() != r)
     return ctx.error(StatusCode::kInvalidArgument, "W ", dims_string(wt.dims), " must have the rank of X ",
-                     dims_string(x.dims));
+                     dims_string(xdims));
   s->group = ctx.attrs().get_int("group", 1);
-  s->n = x.dims[0];
-  s->c = x.dims[1];
+  s->n = xdims[0];
+  s->c = xdims[1];
   s->m = wt.dims[0];
   if (s->group < 1)
     return ctx.error(StatusCode::kInvalidArgument, "group = ", s->group, " must be >= 1");
@@ -314,10 +315,13 @@ Status conv_shape(OpContext& ctx, const TensorView& x, const TensorView& wt, Con
   s->mg = s->m / s->group;
   std::vector<int64_t> kernel;
   CUVIL_RETURN_IF_ERROR(kernel_shape_from(ctx, spatial_dims(wt.dims), &kernel));
-  CUVIL_RETURN_IF_ERROR(window_geometry(ctx, spatial_dims(x.dims), kernel, false, &s->w));
+  CUVIL_RETURN_IF_ERROR(window_geometry(ctx, spatial_dims(xdims), kernel, false, &s->w));
   s->out_dims = image_dims(s->n, s->m, s->w.out);
   CUVIL_RETURN_IF_ERROR(check_numel(ctx, s->out_dims, "output"));
   return check_numel(ctx, {s->cg, product(s->w.kernel), s->w.out.back()}, "im2col row");
+}
+Status conv_shape(OpContext& ctx, const TensorView& x, const TensorView& wt, ConvShape* s) {
+  return conv_shape(ctx, x.dims, wt, s);
 }
 
 bool is_pointwise(const Window& w) {
@@ -422,9 +426,115 @@ void conv_float(OpContext& ctx, const ConvShape& s, const C* x, const C* w, cons
   }
 }
 
+// ---- Conv over channels-last tensors (cuvil::FusedConv layout = "NHWC") -----------------------
+//
+// X is [N, D..., C] and Y [N, O..., M], so one output position's channels are contiguous: the
+// convolution is an implicit GEMM Y[positions, M] = col[positions, (c, k...)] @ W_g^T, W read as
+// it is ([M, C/group, k...] is W_g^T row-major per group: the GEMM packs it transposed, so no
+// repacked copy of the weights is made per call). A pointwise conv needs no col at all (X itself
+// is the [positions, C] matrix); a depthwise conv (one input and one output channel per group)
+// runs tap by tap, vectorised over the contiguous channels.
+
+// The input position of output position `o` (spatial multi-index) under tap `kidx`, as a
+// flat spatial offset, or -1 in the padding.
+inline int64_t nhwc_input_offset(const Window& win, const int64_t* oidx, const int64_t* kidx) {
+  int64_t off = 0;
+  for (size_t d = 0; d < win.rank(); ++d) {
+    const int64_t i = oidx[d] * win.strides[d] - win.pad_begin[d] + kidx[d] * win.dilations[d];
+    if (i < 0 || i >= win.in[d]) return -1;
+    off = off * win.in[d] + i;
+  }
+  return off;
+}
+
+inline void unflatten(int64_t flat, const std::vector<int64_t>& extents, int64_t* idx) {
+  for (size_t d = extents.size(); d-- > 0;) {
+    idx[d] = flat % extents[d];
+    flat /= extents[d];
+  }
+}
+
+template <typename C>
+void conv_nhwc(OpContext& ctx, const ConvShape& s, const C* x, const C* w, const C* bias, C* y) {
+  const Window& win = s.w;
+  const size_t r = win.rank();
+  const int64_t kprod = product(win.kernel), pout = product(win.out), pin = product(win.in);
+  const int64_t rows = s.n * pout;  // output positions over the batch
+  if (s.cg == 1 && s.mg == 1 && s.group > 1) {
+    // Depthwise: y[o, m] = sum over taps of x[i(o, tap), m] * w[m, tap], contiguous in m.
+    std::vector<C> wt(static_cast<size_t>(kprod * s.m));
+    for (int64_t m = 0; m < s.m; ++m)
+      for (int64_t kk = 0; kk < kprod; ++kk) wt[kk * s.m + m] = w[m * kprod + kk];
+    parallel_range(ctx, rows, 4, [&](int64_t begin, int64_t end) {
+      std::vector<int64_t> oidx(r), kidx(r);
+      for (int64_t row = begin; row < end; ++row) {
+        const int64_t n = row / pout;
+        unflatten(row % pout, win.out, oidx.data());
+        C* yr = y + row * s.m;
+        if (bias) std::copy(bias, bias + s.m, yr);
+        else std::fill(yr, yr + s.m, C(0));
+        for (int64_t kk = 0; kk < kprod; ++kk) {
+          unflatten(kk, win.kernel, kidx.data());
+          const int64_t off = nhwc_input_offset(win, oidx.data(), kidx.data());
+          if (off < 0) continue;
+          const C* xr = x + (n * pin + off) * s.m;
+          const C* wr = wt.data() + kk * s.m;
+          for (int64_t m = 0; m < s.m; ++m) yr[m] += xr[m] * wr[m];
+        }
+      }
+    });
+    return;
+  }
+  const int64_t kg = kprod * s.cg;
+  if (is_pointwise(win)) {
+    // X is already the [positions, C] matrix; each group reads its cg columns.
+    for (int64_t g = 0; g < s.group; ++g)
+      gemm(&ctx, false, true, rows, s.mg, s.cg, C(1), x + g * s.cg, s.c, w + g * s.mg * kg, kg, C(0),
+           y + g * s.mg, s.m);
+  } else {
+    const int64_t chunk = std::max<int64_t>(1, std::min(rows, kColumnBudget / kg));
+    std::vector<C> col(static_cast<size_t>(chunk * kg));
+    for (int64_t r0 = 0; r0 < rows; r0 += chunk) {
+      const int64_t r1 = std::min(rows, r0 + chunk);
+      for (int64_t g = 0; g < s.group; ++g) {
+        // col[row][(c, kk)] = x[n, i(o, kk), g * cg + c], zero in the padding: W's own order, so
+        // each row scatters its taps within kg elements (in L1) and W needs no copy.
+        parallel_range(ctx, r1 - r0, 8, [&](int64_t begin, int64_t end) {
+          std::vector<int64_t> oidx(r), kidx(r);
+          for (int64_t row = r0 + begin; row < r0 + end; ++row) {
+            const int64_t n = row / pout;
+            unflatten(row % pout, win.out, oidx.data());
+            C* cr = col.data() + (row - r0) * kg;
+            for (int64_t kk = 0; kk < kprod; ++kk) {
+              unflatten(kk, win.kernel, kidx.data());
+              const int64_t off = nhwc_input_offset(win, oidx.data(), kidx.data());
+              if (off < 0) {
+                for (int64_t c = 0; c < s.cg; ++c) cr[c * kprod + kk] = C(0);
+              } else {
+                const C* xs = x + (n * pin + off) * s.c + g * s.cg;
+                for (int64_t c = 0; c < s.cg; ++c) cr[c * kprod + kk] = xs[c];
+              }
+            }
+          }
+        });
+        gemm(&ctx, false, true, r1 - r0, s.mg, kg, C(1), col.data(), kg, w + g * s.mg * kg, kg, C(0),
+             y + r0 * s.m + g * s.mg, s.m);
+      }
+    }
+  }
+  if (bias) {
+    parallel_range(ctx, rows, 16, [&](int64_t begin, int64_t end) {
+      for (int64_t row = begin; row < end; ++row) {
+        C* yr = y + row * s.m;
+        for (int64_t m = 0; m < s.m; ++m) yr[m] += bias[m];
+      }
+    });
+  }
+}
+
 }  // namespace
 
-Status conv_forward(OpContext& ctx, const ConvEpilogue* epilogue) {
+Status conv_forward(OpContext& ctx, const ConvEpilogue* epilogue, bool channels_last) {
   const TensorView* x = ctx.input(0);
   const TensorView* w = ctx.input(1);
   const TensorView* b = ctx.input(2);
@@ -433,9 +543,12 @@ Status conv_forward(OpContext& ctx, const ConvEpilogue* epilogue) {
     return ctx.error(StatusCode::kInvalidArgument, "X, W and B must share a float dtype, got ",
                      dtype_name(x->dtype), ", ", dtype_name(w->dtype));
   ConvShape s;
-  CUVIL_RETURN_IF_ERROR(conv_shape(ctx, *x, *w, &s));
+  std::vector<int64_t> xdims = x->dims;  // in [N, C, D...] order
+  if (channels_last && xdims.size() >= 3) std::rotate(xdims.begin() + 1, xdims.end() - 1, xdims.end());
+  CUVIL_RETURN_IF_ERROR(conv_shape(ctx, xdims, *w, &s));
   if (b && b->numel() != s.m)
     return ctx.error(StatusCode::kInvalidArgument, "B ", dims_string(b->dims), " must have ", s.m, " elements");
+  if (channels_last) std::rotate(s.out_dims.begin() + 1, s.out_dims.begin() + 2, s.out_dims.end());
   TensorView* y = nullptr;
   CUVIL_RETURN_IF_ERROR(ctx.allocate_output(0, x->dtype, s.out_dims, &y));
   Status st;
@@ -446,14 +559,15 @@ Status conv_forward(OpContext& ctx, const ConvEpilogue* epilogue) {
     const C* wp = compute_data<C>(*w, &wb);
     const C* bp = b ? compute_data<C>(*b, &bb) : nullptr;
     ComputeOutput<C> out(y);
-    conv_float<C>(ctx, s, xp, wp, bp, out.data());
+    if (channels_last) conv_nhwc<C>(ctx, s, xp, wp, bp, out.data());
+    else conv_float<C>(ctx, s, xp, wp, bp, out.data());
     if (epilogue) st = epilogue->apply(out.data(), s.out_dims);
     out.finish();
   });
   return st;
 }
 
-Status kernel_Conv(OpContext& ctx) { return conv_forward(ctx, nullptr); }
+Status kernel_Conv(OpContext& ctx) { return conv_forward(ctx, nullptr, false); }
 
 // ---- ConvInteger / QLinearConv ------------------------------------------------------------
 
