@@ -5,8 +5,11 @@ git) with Debian's torch 1.13 (system python), random weights:
     /usr/bin/python3 bench/export_models.py [NAME ...]   (default: all)
 
 resnet18, mobilenet_v2 (torchvision, eval mode, [batch, 3, 224, 224]) and bert_base (BERT-base
-config of bench/export_bert_base.py, [batch, seq]). The GPT-2-small and LLaMA-style 50M
-decoders come from the module definitions in testdata/scripts/ once those exist.
+config of bench/export_bert_base.py, [batch, seq]), gpt2_small (the GPT-2 module of
+testdata/scripts/export_gpt2.py at GPT-2-small's size: 12 layers, 768 wide, 12 heads, vocabulary
+50257, 1024 positions; inputs input_ids and attention_mask) and llama_50m (the LLaMA module of
+testdata/scripts/export_llama.py at hidden 512, 4 layers, 8 heads, SwiGLU 1536, vocabulary
+32000: about 50M parameters; input input_ids).
 """
 import os
 import subprocess
@@ -14,6 +17,9 @@ import sys
 
 import torch
 import torchvision
+
+sys.dont_write_bytecode = True
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "testdata", "scripts"))
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 OUT = os.path.join(HERE, "models")
@@ -35,10 +41,47 @@ def bert_base():
                    check=True)
 
 
+def random_init(model):
+    torch.manual_seed(0)
+    with torch.no_grad():
+        for name, p in model.named_parameters():
+            if "norm" in name.lower() or name.endswith("ln_1.weight") or name.endswith("ln_2.weight"):
+                continue
+            p.normal_(0.0, 0.02)
+
+
+def gpt2_small():
+    import export_gpt2 as m
+    c = m.Config
+    c.vocab_size, c.n_positions, c.n_embd, c.n_layer, c.n_head, c.n_inner = 50257, 1024, 768, 12, 12, 3072
+    model = m.GPT2LMHeadModel(c()).eval()
+    random_init(model)
+    path = os.path.join(OUT, "gpt2_small.onnx")
+    m.export_plain(model, path)
+    print("wrote", path)
+
+
+def llama_50m():
+    import export_llama as m
+    c = m.Config
+    c.vocab_size, c.hidden_size, c.intermediate_size = 32000, 512, 1536
+    c.num_hidden_layers, c.num_attention_heads, c.num_key_value_heads, c.max_position_embeddings = 4, 8, 8, 512
+    model = m.LlamaForCausalLM(c()).eval()
+    random_init(model)
+    path = os.path.join(OUT, "llama_50m.onnx")
+    ids = torch.randint(0, c.vocab_size, (1, 16))
+    axes = {0: "batch", 1: "seq"}
+    torch.onnx.export(model, (ids,), path, input_names=["input_ids"], output_names=["logits"],
+                      dynamic_axes={"input_ids": axes, "logits": axes}, opset_version=14, do_constant_folding=True)
+    print("wrote", path)
+
+
 EXPORTS = {
     "resnet18": lambda: vision("resnet18", torchvision.models.resnet18),
     "mobilenet_v2": lambda: vision("mobilenet_v2", torchvision.models.mobilenet_v2),
     "bert_base": bert_base,
+    "gpt2_small": gpt2_small,
+    "llama_50m": llama_50m,
 }
 
 
