@@ -9,14 +9,19 @@
 namespace cuvil::rt {
 namespace {
 
-// One turn of a spin-wait: tells the core this is a spin (saving power and the sibling
-// hyperthread's issue slots) and keeps the loop from flooding the memory system.
-inline void cpu_pause() {
+// One turn of a spin-wait: the pause tells the core this is a spin (saving power and the
+// sibling hyperthread's issue slots) and keeps the loop from flooding the memory system.
+// Every kYieldEvery turns the spinner also yields its core: with more runnable threads than
+// cores (a loaded machine, or more session threads than cores) a pure spin would hold the
+// core that the thread with the work needs.
+constexpr int kYieldEvery = 64;
+inline void spin_turn(int turn) {
 #if defined(__x86_64__) || defined(__i386__)
   __builtin_ia32_pause();
 #elif defined(__aarch64__)
   asm volatile("yield");
 #endif
+  if (turn % kYieldEvery == 0) std::this_thread::yield();
 }
 
 }  // namespace
@@ -84,7 +89,7 @@ void ThreadPool::worker_loop(int index) {
     uint64_t g = generation_.load(std::memory_order_acquire);
     for (int turn = spin_turns_.load(std::memory_order_relaxed);
          g == seen && turn > 0 && !stop_.load(std::memory_order_relaxed); --turn) {
-      cpu_pause();
+      spin_turn(turn);
       g = generation_.load(std::memory_order_acquire);
     }
     if (g == seen) {
@@ -138,7 +143,7 @@ bool ThreadPool::parallel_for(int64_t n, int64_t grain,
   run_chunks(0);  // the caller takes chunks too
   for (int turn = spin_turns_.load(std::memory_order_relaxed);
        turn > 0 && active_.load(std::memory_order_acquire) != 0; --turn)
-    cpu_pause();
+    spin_turn(turn);
   if (active_.load() != 0) {
     std::unique_lock<std::mutex> lock(mu_);
     caller_asleep_.store(true);
