@@ -213,6 +213,10 @@ Session::Session(std::shared_ptr<const LoadedPackage> package, const SessionOpti
     loops_[i].who = "loop '" + program_.loops[i].name + "'";
     loops_[i].who_state = loops_[i].who + " state";
     loops_[i].who_scan_input = loops_[i].who + " scan input";
+    loops_[i].who_counter = loops_[i].who + " counter";
+    loops_[i].who_condition = loops_[i].who + " condition";
+    loops_[i].who_result = loops_[i].who + " result";
+    loops_[i].who_scan_output = loops_[i].who + " scan output";
   }
   // Everything a run would otherwise look up or spell per instruction.
   dispatch_.reserve(program_.nodes.size());

@@ -126,6 +126,7 @@ class Session {
   size_t arena_capacity_ = 0;
   struct LoopRun {  // a loop's scan outputs collected so far
     std::string who, who_state, who_scan_input;    // message prefixes, made once
+    std::string who_counter, who_condition, who_result, who_scan_output;
     std::vector<std::vector<uint8_t>> slices;      // per scan output, concatenated
     std::vector<std::vector<int64_t>> slice_dims;  // per scan output
     int64_t count = 0;                             // slices collected per scan output
