@@ -4,9 +4,9 @@
 //
 // Waking a sleeping thread costs tens of microseconds, more than a small kernel takes, and a
 // model runs kernels back to back. So a worker that finishes its share spins for a bounded
-// while (a pause instruction per turn, about kSpinTurns of them, yielding the core every 64) watching for the next
-// parallel_for before it sleeps on the condition variable, and the caller spins the same way
-// for the workers to finish before it sleeps. Publishing work and finishing it are atomics;
+// while (a pause instruction per turn, about kSpinTurns of them, yielding the core every 64)
+// watching for the next parallel_for before it sleeps on the condition variable, and the
+// caller spins the same way for the workers to finish before it sleeps. Publishing work and finishing it are atomics;
 // the mutex is taken only to put a thread to sleep or to wake one that is asleep.
 //
 // Starting is separate from constructing so that a thread the OS refuses is a Status, not an
