@@ -1,7 +1,8 @@
 // cuvil-run: run a compiled .cuvir package from the command line. Inputs come from .npy or
 // ONNX TensorProto .pb files (--input name=path), or are random with a given shape
 // (--shape name=1x128); outputs are summarised on the terminal and written as .npy files to
-// --output-dir. --bench N times N runs and prints latency percentiles and runs per second.
+// --output-dir. --bench N times N runs and prints latency percentiles and runs per second,
+// then the per-run overhead (setting inputs, binding shapes, dispatch) from N more runs.
 // Uses only the public C API of libcuvil.
 #include <CLI/CLI.hpp>
 
@@ -148,7 +149,7 @@ int run_main(int argc, char** argv) {
   app.add_option("--threads", threads, "Worker threads, the calling one included: 0 = all cores, at most " +
                                          std::to_string(CUVIL_MAX_THREADS))
       ->check(CLI::NonNegativeNumber);
-  app.add_option("--bench", bench, "Time N runs; print p50/p90/p99 latency and runs per second")->check(CLI::NonNegativeNumber);
+  app.add_option("--bench", bench, "Time N runs; print p50/p90/p99 latency and runs per second, then the per-run overhead (set inputs, bind shapes, dispatch) of N more runs")->check(CLI::NonNegativeNumber);
   app.add_option("--warmup", warmup, "Untimed runs before --bench (default 3)")->check(CLI::NonNegativeNumber);
   app.add_option("--seed", seed, "Seed for random inputs (default 1)");
   app.add_option("--deadline-ms", deadline_ms,
@@ -347,11 +348,51 @@ int run_main(int argc, char** argv) {
       ms.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - a).count());
     }
     double total = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    auto median = [](std::vector<double> v) {
+      std::sort(v.begin(), v.end());
+      return v.empty() ? 0.0 : v[v.size() / 2];
+    };
     if (!rc) {
       std::sort(ms.begin(), ms.end());
       auto pct = [&](double p) { return ms[std::min(ms.size() - 1, static_cast<size_t>(p * static_cast<double>(ms.size())))]; };
       std::printf("bench: %d runs, p50 %.3f ms, p90 %.3f ms, p99 %.3f ms, %.1f runs/s\n", bench, pct(0.5), pct(0.9),
                   pct(0.99), bench / total);
+    }
+    // The per-run overhead, from a second set of as many runs with the runtime's statistics on
+    // (they read the clock around every kernel call, so the latency above is measured without
+    // them): setting the inputs (cuvil_session_set_input), binding shapes (symbols, shape
+    // expressions, arena plan), dispatch (the run minus binding minus time inside kernels).
+    if (!rc) {
+      if (cuvil_status st = cuvil_session_enable_run_stats(session, 1)) rc = report("run stats", st);
+      std::vector<double> set_us, bind_us, dispatch_us, kernel_us, run_us;
+      cuvil_run_stats stats{};
+      for (int i = 0; i < bench && !rc; ++i) {
+        auto a = std::chrono::steady_clock::now();
+        for (auto& [name, t] : host)
+          if (cuvil_status st = cuvil_session_set_input(session, name.c_str(), t.dtype, static_cast<int32_t>(t.dims.size()),
+                                                        t.dims.data(), t.bytes.data(), t.bytes.size())) {
+            rc = report(("input '" + name + "'").c_str(), st);
+            break;
+          }
+        if (rc) break;
+        set_us.push_back(std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - a).count());
+        if (cuvil_status st = cuvil_session_run(session)) { rc = report("run", st); break; }
+        if (cuvil_status st = cuvil_session_get_run_stats(session, &stats)) { rc = report("run stats", st); break; }
+        bind_us.push_back(stats.bind_ns / 1e3);
+        dispatch_us.push_back(stats.dispatch_ns / 1e3);
+        kernel_us.push_back(stats.kernel_ns / 1e3);
+        run_us.push_back(stats.total_ns / 1e3);
+      }
+      cuvil_session_enable_run_stats(session, 0);
+      if (!rc) {
+        const double dispatch = median(dispatch_us);
+        std::printf("overhead (median per run): set inputs %.2f us, bind shapes %.2f us, dispatch %.2f us over %lld "
+                    "instructions (%lld kernel calls, %.0f ns per call), in kernels %.2f us, run %.2f us\n",
+                    median(set_us), median(bind_us), dispatch, static_cast<long long>(stats.instructions),
+                    static_cast<long long>(stats.kernel_calls),
+                    stats.kernel_calls ? dispatch * 1e3 / static_cast<double>(stats.kernel_calls) : 0.0,
+                    median(kernel_us), median(run_us));
+      }
     }
   }
   cuvil_session_release(session);

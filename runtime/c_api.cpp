@@ -245,6 +245,25 @@ cuvil_status cuvil_session_run(cuvil_session* session) {
   });
 }
 
+cuvil_status cuvil_session_enable_run_stats(cuvil_session* session, int32_t enable) {
+  if (!session) return make(CUVIL_INVALID_ARGUMENT, "cuvil_session_enable_run_stats: null session");
+  session->session->enable_run_stats(enable != 0);
+  return nullptr;
+}
+
+cuvil_status cuvil_session_get_run_stats(cuvil_session* session, cuvil_run_stats* out_stats) {
+  if (!session || !out_stats)
+    return make(CUVIL_INVALID_ARGUMENT, "cuvil_session_get_run_stats: null session or stats");
+  const cuvil::rt::RunStats& s = session->session->run_stats();
+  out_stats->total_ns = s.total_ns;
+  out_stats->bind_ns = s.bind_ns;
+  out_stats->kernel_ns = s.kernel_ns;
+  out_stats->dispatch_ns = s.dispatch_ns();
+  out_stats->instructions = s.instructions;
+  out_stats->kernel_calls = s.kernel_calls;
+  return nullptr;
+}
+
 cuvil_status cuvil_session_cancel(cuvil_session* session) {
   if (!session) return make(CUVIL_INVALID_ARGUMENT, "cuvil_session_cancel: null session");
   return guarded([&]() -> cuvil_status {

@@ -38,6 +38,15 @@ Status ExprEvaluator::bind(uint32_t symbol, int64_t value, const std::string& so
   return Status::ok();
 }
 
+bool ExprEvaluator::try_bind(uint32_t symbol, int64_t value) {
+  const Symbol& s = p_.symbols[symbol];
+  if (sym_state_[symbol]) return sym_values_[symbol] == value;
+  if (value < s.lo || value > s.hi) return false;
+  sym_values_[symbol] = value;
+  sym_state_[symbol] = 1;
+  return true;
+}
+
 uint32_t ExprEvaluator::as_symbol(uint32_t id) const {
   const ExprRange& r = p_.exprs[id];
   if (r.count == 1 && p_.expr_code[r.begin].kind == ExprOpKind::kSymbol)

@@ -19,6 +19,9 @@ class ExprEvaluator {
   void reset();  // forget all symbol values
   // Binds a symbol; fails when already bound to another value or outside its range.
   Status bind(uint32_t symbol, int64_t value, const std::string& source);
+  // bind() without a message: false (and nothing bound) where bind() would fail, so that a
+  // caller spells the source of the message only then.
+  bool try_bind(uint32_t symbol, int64_t value);
   // Forgets the given symbols (a loop iteration's per-iteration facts) and every cached value.
   void unbind(const std::vector<uint32_t>& symbols);
   bool bound(uint32_t symbol) const { return sym_state_[symbol] != 0; }

@@ -38,6 +38,9 @@ struct TensorView {
 };
 
 // Attribute values of a node, decoded from the package. Lookups by name; defaults as in ONNX.
+// The session remembers each lookup by the name's address (runtime/session.cpp), so a name
+// must be a string literal or otherwise keep its address and spelling for the session's life
+// (never the c_str() of a temporary).
 class AttrReader {
  public:
   virtual ~AttrReader() = default;

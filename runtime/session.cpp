@@ -1,11 +1,15 @@
 #include "runtime/session.h"
 
 #include <algorithm>
+#include <atomic>
+#include <cassert>
+#include <chrono>
 #include <cstdlib>
 #include <cstring>
 #include <thread>
 
 #include "runtime/cpu/tile_interpreter.h"
+#include "runtime/testing_hooks.h"
 #include "support/checked.h"
 
 namespace cuvil::rt {
@@ -19,6 +23,13 @@ std::string dims_text(const std::vector<int64_t>& dims) {
   return s + "]";
 }
 
+// The clock of the run statistics: steady_clock, a vDSO read of about 20 ns, taken only
+// when statistics are on (twice per kernel call, twice per run).
+int64_t stats_clock_ns() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+
 std::optional<uint64_t> byte_size(DType dtype, const std::vector<int64_t>& dims) {
   auto n = checked_numel(dims);
   if (!n) return std::nullopt;
@@ -27,6 +38,10 @@ std::optional<uint64_t> byte_size(DType dtype, const std::vector<int64_t>& dims)
   return (*bits + 7) / 8;
 }
 
+// A node's attributes for its kernel. Kernels ask by name with string literals, the same
+// pointer on every run, so each lookup is remembered by the name's address in a small
+// per-node cache: after a node's first run its lookups compare pointers, not strings. The
+// cache is filled under atomics, since a kernel may ask from inside a parallel_for.
 class PackageAttrReader : public AttrReader {
  public:
   explicit PackageAttrReader(const NodeRecord& node) : node_(node) {
@@ -36,13 +51,41 @@ class PackageAttrReader : public AttrReader {
         v.dtype = a.tensor_dtype;
         v.dims = a.ints;
         v.data = const_cast<uint8_t*>(a.tensor_bytes.data());
-        tensors_.emplace_back(a.name, v);
+        tensors_.emplace_back(&a, v);
       }
   }
   const AttrValue* find(const char* name) const {
+    const int filled = std::min(cache_used_.load(std::memory_order_acquire), kCacheSize);
+    for (int i = 0; i < filled; ++i)
+      if (cache_[i].key.load(std::memory_order_acquire) == name) {
+#ifndef NDEBUG
+        // The contract (op_kernel.h): a name's address always spells the same name.
+        const AttrValue* v = cache_[i].value;
+        assert(v ? v->name == name : std::none_of(node_.attrs.begin(), node_.attrs.end(),
+                                                  [&](const AttrValue& a) { return a.name == name; }));
+#endif
+        return cache_[i].value;
+      }
+    // The first lookup of this name (or the cache is full): scan by name, then remember it.
+    testing::count_name_lookup();
+    const AttrValue* found = nullptr;
     for (const AttrValue& a : node_.attrs)
-      if (a.name == name) return &a;
-    return nullptr;
+      if (a.name == name) {
+        found = &a;
+        break;
+      }
+    const int slot = cache_used_.load(std::memory_order_relaxed);
+    if (slot < kCacheSize && slot == filled) {
+      int expected = slot;
+      // Claim the slot first so that two threads never write the same one; readers see it
+      // only once its key is stored (release), after its value.
+      if (claimed_.compare_exchange_strong(expected, slot + 1)) {
+        cache_[slot].value = found;
+        cache_[slot].key.store(name, std::memory_order_release);
+        cache_used_.store(slot + 1, std::memory_order_release);
+      }
+    }
+    return found;
   }
   bool has(const char* name) const override { return find(name) != nullptr; }
   int64_t get_int(const char* name, int64_t fallback) const override {
@@ -72,25 +115,46 @@ class PackageAttrReader : public AttrReader {
     return a && a->kind == AttrValue::Kind::kStrings ? a->strings : std::vector<std::string>{};
   }
   const TensorView* get_tensor(const char* name) const override {
-    for (const auto& [k, v] : tensors_)
-      if (k == name) return &v;
+    const AttrValue* a = find(name);
+    for (const auto& [attr, v] : tensors_)
+      if (attr == a) return &v;
     return nullptr;
   }
 
  private:
+  static constexpr int kCacheSize = 8;  // more distinct names than this fall back to scanning
+  struct CacheEntry {
+    std::atomic<const char*> key{nullptr};
+    const AttrValue* value = nullptr;
+  };
   const NodeRecord& node_;
-  std::vector<std::pair<std::string, TensorView>> tensors_;
+  std::vector<std::pair<const AttrValue*, TensorView>> tensors_;
+  mutable CacheEntry cache_[kCacheSize];
+  mutable std::atomic<int> claimed_{0}, cache_used_{0};
 };
 
 }  // namespace
 
+// What a CallOp needs, resolved once when the session is made: the kernel (by the op table,
+// not by name per run), the attributes and the prefix that the node's messages start with.
+struct Session::NodeDispatch {
+  explicit NodeDispatch(const NodeRecord& node)
+      : fn(find_op_kernel(node.domain, node.op_type)),
+        attrs(node),
+        who(node.op_type + " node '" + node.name + "'") {}
+  OpKernelFn fn;  // nullptr: no CPU kernel (reported when the node runs)
+  PackageAttrReader attrs;
+  std::string who;
+};
+
 class RunOpContext : public OpContext {
  public:
-  RunOpContext(Session& s, const NodeRecord& node) : s_(s), node_(node), attrs_(node) {}
+  RunOpContext(Session& s, const NodeRecord& node, const Session::NodeDispatch& dispatch)
+      : s_(s), node_(node), dispatch_(dispatch) {}
   const char* op_name() const override { return node_.op_type.c_str(); }
   const char* node_name() const override { return node_.name.c_str(); }
   int opset() const override { return node_.opset; }
-  const AttrReader& attrs() const override { return attrs_; }
+  const AttrReader& attrs() const override { return dispatch_.attrs; }
   size_t num_inputs() const override { return node_.inputs.size(); }
   const TensorView* input(size_t i) const override {
     if (i >= node_.inputs.size() || node_.inputs[i] == kNone) return nullptr;
@@ -119,7 +183,7 @@ class RunOpContext : public OpContext {
     if (dtype != s_.program_.tensors[t].dtype)
       return error(StatusCode::kRuntime, "output ", i, " has dtype ", dtype_name(dtype),
                    " but the compiled program expects ", dtype_name(s_.program_.tensors[t].dtype));
-    CUVIL_RETURN_IF_ERROR(s_.materialize(t, dims, std::string(op_name()) + " node '" + node_name() + "'"));
+    CUVIL_RETURN_IF_ERROR(s_.materialize(t, dims, dispatch_.who));
     *out = &s_.views_[t];
     return Status::ok();
   }
@@ -131,7 +195,7 @@ class RunOpContext : public OpContext {
  private:
   Session& s_;
   const NodeRecord& node_;
-  PackageAttrReader attrs_;
+  const Session::NodeDispatch& dispatch_;
   std::vector<std::pair<std::vector<uint8_t>, TensorView>> scratch_;
 };
 
@@ -149,7 +213,16 @@ Session::Session(std::shared_ptr<const LoadedPackage> package, const SessionOpti
     loops_[i].who = "loop '" + program_.loops[i].name + "'";
     loops_[i].who_state = loops_[i].who + " state";
     loops_[i].who_scan_input = loops_[i].who + " scan input";
+    loops_[i].who_counter = loops_[i].who + " counter";
+    loops_[i].who_condition = loops_[i].who + " condition";
+    loops_[i].who_result = loops_[i].who + " result";
+    loops_[i].who_scan_output = loops_[i].who + " scan output";
   }
+  // Everything a run would otherwise look up or spell per instruction.
+  dispatch_.reserve(program_.nodes.size());
+  for (const NodeRecord& node : program_.nodes) dispatch_.push_back(std::make_unique<NodeDispatch>(node));
+  kernel_who_.reserve(program_.kernels.size());
+  for (const TileKernel& k : program_.kernels) kernel_who_.push_back("kernel " + k.name);
 }
 
 Status Session::create(std::shared_ptr<const LoadedPackage> package, const SessionOptions& options,
@@ -175,6 +248,11 @@ Status Session::create(std::shared_ptr<const LoadedPackage> package, const Sessi
 }
 
 Session::~Session() { std::free(arena_); }
+
+void Session::enable_run_stats(bool on) {
+  collect_stats_ = on;
+  stats_ = RunStats{};
+}
 
 Status Session::set_input(size_t index, DType dtype, const std::vector<int64_t>& dims,
                           const void* data, size_t bytes) {
@@ -227,8 +305,9 @@ Status Session::bind_inputs() {
     const TensorDesc& d = program_.tensors[program_.inputs[i]];
     for (size_t k = 0; k < d.dims.size(); ++k) {
       uint32_t s = eval_.as_symbol(d.dims[k]);
-      if (s != kNone)
-        CUVIL_RETURN_IF_ERROR(eval_.bind(s, inputs_[i].dims[k], "input '" + d.name + "' dim " + std::to_string(k)));
+      // The message's source is spelled only when the binding fails.
+      if (s != kNone && !eval_.try_bind(s, inputs_[i].dims[k]))
+        return eval_.bind(s, inputs_[i].dims[k], "input '" + d.name + "' dim " + std::to_string(k));
     }
   }
   for (size_t i = 0; i < inputs_.size(); ++i) {
@@ -282,7 +361,7 @@ Status Session::prepare_tensors() {
     v.dtype = d.dtype;
     v.data = nullptr;
     ready_[t] = 0;
-    std::vector<int64_t> dims;
+    std::vector<int64_t>& dims = dims_scratch_;  // reused: no allocation per tensor per run
     bool unbound = false;
     switch (d.kind) {
       case TensorKind::kInput: {
@@ -336,7 +415,7 @@ Status Session::materialize(uint32_t t, const std::vector<int64_t>& dims, const 
       if (s == kNone)
         return make_status(StatusCode::kShape, who, ": dim ", k, " of '", d.name, "' (",
                            eval_.to_string(d.dims[k]), ") depends on a value not known yet");
-      CUVIL_RETURN_IF_ERROR(eval_.bind(s, dims[k], who + " output '" + d.name + "'"));
+      if (!eval_.try_bind(s, dims[k])) return eval_.bind(s, dims[k], who + " output '" + d.name + "'");
       CUVIL_RETURN_IF_ERROR(eval_.eval(d.dims[k], &v));
     }
     if (v != dims[k])
@@ -368,15 +447,18 @@ Status Session::copy_tensor(uint32_t dst, uint32_t src) {
 
 Status Session::call_op(uint32_t node_index) {
   const NodeRecord& node = program_.nodes[node_index];
-  OpKernelFn fn = find_op_kernel(node.domain, node.op_type);
+  const NodeDispatch& dispatch = *dispatch_[node_index];
+  const OpKernelFn fn = dispatch.fn;
   if (!fn)
     return make_status(StatusCode::kUnsupported, "no CPU kernel for op ", node.op_type, " (node '", node.name, "')");
   for (uint32_t in : node.inputs)
     if (in != kNone && !ready_[in])
       return make_status(StatusCode::kRuntime, "node '", node.name, "' reads '", program_.tensors[in].name,
                          "' before it has a value");
-  RunOpContext ctx(*this, node);
+  RunOpContext ctx(*this, node, dispatch);
+  const int64_t t0 = collect_stats_ ? stats_clock_ns() : 0;
   Status st = fn(ctx);
+  if (collect_stats_) stats_.kernel_ns += stats_clock_ns() - t0;
   if (!st.is_ok()) return st;
   for (uint32_t out : node.outputs)
     if (out != kNone && !ready_[out])
@@ -387,7 +469,9 @@ Status Session::call_op(uint32_t node_index) {
 
 Status Session::run_kernel(uint32_t kernel_index) {
   const TileKernel& k = program_.kernels[kernel_index];
-  std::vector<int64_t> dims(k.domain.size());
+  const std::string& who = kernel_who_[kernel_index];
+  std::vector<int64_t>& dims = dims_scratch_;
+  dims.resize(k.domain.size());
   for (size_t i = 0; i < dims.size(); ++i) CUVIL_RETURN_IF_ERROR(eval_.eval(k.domain[i], &dims[i]));
   // Tensors the body stores get storage with the domain's dims; loaded ones must exist.
   for (size_t pc = 0; pc < k.body.size();) {
@@ -397,11 +481,12 @@ Status Session::run_kernel(uint32_t kernel_index) {
       if (!ready_[t]) {
         const TensorDesc& d = program_.tensors[t];
         if (d.dims.size() == dims.size()) {
-          CUVIL_RETURN_IF_ERROR(materialize(t, dims, "kernel " + k.name));
+          CUVIL_RETURN_IF_ERROR(materialize(t, dims, who));
         } else {
           // A reshaping copy stores over its flattened element count: the tensor takes its
           // compiled dims (bound by now; the bounds proof checks the element count).
-          std::vector<int64_t> own(d.dims.size());
+          std::vector<int64_t>& own = own_dims_scratch_;
+          own.resize(d.dims.size());
           for (size_t i = 0; i < own.size(); ++i) {
             bool unbound = false;
             CUVIL_RETURN_IF_ERROR(eval_.eval(d.dims[i], &own[i], &unbound));
@@ -409,7 +494,7 @@ Status Session::run_kernel(uint32_t kernel_index) {
               return make_status(StatusCode::kShape, "kernel ", k.name, ": dim ", i, " of '", d.name,
                                  "' depends on a value not known yet");
           }
-          CUVIL_RETURN_IF_ERROR(materialize(t, own, "kernel " + k.name));
+          CUVIL_RETURN_IF_ERROR(materialize(t, own, who));
         }
       }
     } else if (op == TileOpcode::Load) {
@@ -420,7 +505,11 @@ Status Session::run_kernel(uint32_t kernel_index) {
     }
     pc += 1 + std::strlen(tile_opcode_operands(op));
   }
-  return run_tile_kernel(program_, kernel_index, eval_, views_, pool_);
+  if (!collect_stats_) return run_tile_kernel(program_, kernel_index, eval_, views_, pool_);
+  const int64_t t0 = stats_clock_ns();
+  Status st = run_tile_kernel(program_, kernel_index, eval_, views_, pool_);
+  stats_.kernel_ns += stats_clock_ns() - t0;
+  return st;
 }
 
 Status Session::execute() {
@@ -431,11 +520,18 @@ Status Session::execute() {
     // caught here, before anything reads its output, and so is a loop that never ends.
     if (stop_.should_stop()) return stopped_at(pc, "before");
     auto op = static_cast<Opcode>(code[pc]);
+    ++stats_.instructions;
     Status st;
     switch (op) {
       case Opcode::End: return Status::ok();
-      case Opcode::CallOp: st = call_op(code[pc + 1]); break;
-      case Opcode::RunKernel: st = run_kernel(code[pc + 1]); break;
+      case Opcode::CallOp:
+        ++stats_.kernel_calls;
+        st = call_op(code[pc + 1]);
+        break;
+      case Opcode::RunKernel:
+        ++stats_.kernel_calls;
+        st = run_kernel(code[pc + 1]);
+        break;
       case Opcode::Jump:
         pc = code[pc + 1];
         continue;
@@ -497,9 +593,12 @@ Status Session::run() {
   last_run_ok_ = false;
   eval_.reset();
   stop_.begin(options_.deadline_ms);
-  Status st = [this]() -> Status {
+  stats_ = RunStats{};
+  const int64_t start_ns = collect_stats_ ? stats_clock_ns() : 0;
+  Status st = [this, start_ns]() -> Status {
     CUVIL_RETURN_IF_ERROR(bind_inputs());
     CUVIL_RETURN_IF_ERROR(prepare_tensors());
+    if (collect_stats_) stats_.bind_ns = stats_clock_ns() - start_ns;
     CUVIL_RETURN_IF_ERROR(execute());
     for (uint32_t t : program_.outputs)
       if (!ready_[t])
@@ -514,6 +613,7 @@ Status Session::run() {
     b.bytes = 0;
   }
   for (uint32_t t : program_.inputs) views_[t].data = nullptr;
+  if (collect_stats_) stats_.total_ns = stats_clock_ns() - start_ns;
   stop_.end();
   last_run_ok_ = st.is_ok();
   return st;

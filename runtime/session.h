@@ -24,6 +24,18 @@ namespace cuvil::rt {
 // The most worker threads a session may have, the caller included (CUVIL_MAX_THREADS).
 constexpr int kMaxSessionThreads = 256;
 
+// Where the time of the last run went, when enabled (enable_run_stats): the per-run cost of
+// binding and scheduling next to the time inside kernels. Measured with steady_clock.
+struct RunStats {
+  int64_t total_ns = 0;      // the whole run()
+  int64_t bind_ns = 0;       // binding inputs and shapes: symbols, expressions, arena plan
+  int64_t kernel_ns = 0;     // inside kernel functions (whole-tensor and tile)
+  int64_t instructions = 0;  // bytecode instructions executed (counted even when disabled)
+  int64_t kernel_calls = 0;  // of which CallOp and RunKernel
+  // total - bind - kernel: instruction dispatch, checks, storage, the output check.
+  int64_t dispatch_ns() const { return total_ns - bind_ns - kernel_ns; }
+};
+
 struct SessionOptions {
   int threads = 0;          // in [0, kMaxSessionThreads]; 0 = hardware concurrency, capped
   int64_t deadline_ms = 0;  // 0 = none
@@ -51,10 +63,15 @@ class Session {
   bool cancel() { return stop_.cancel(); }
   // Valid after a successful run until the next run.
   const TensorView* output(size_t index) const;
+  // Time the next runs (two clock reads per kernel call and a few per run); off by default.
+  void enable_run_stats(bool on);
+  // The last run's statistics (times 0 when disabled), whatever its outcome.
+  const RunStats& run_stats() const { return stats_; }
 
  private:
   Session(std::shared_ptr<const LoadedPackage> package, const SessionOptions& options);
   struct Buffer;
+  struct NodeDispatch;
   // The status of a run stopped "before" or "in" the instruction at pc.
   Status stopped_at(size_t pc, const char* before_or_in) const;
   Status bind_inputs();
@@ -78,6 +95,15 @@ class Session {
 
   friend class RunOpContext;
 
+  // Resolved when the session is made, so that a run looks nothing up by name and spells no
+  // message unless it fails: per node its kernel, attributes and message prefix; per tile
+  // kernel its prefix.
+  std::vector<std::unique_ptr<NodeDispatch>> dispatch_;  // NodeDispatch holds atomics: not movable
+  std::vector<std::string> kernel_who_;  // "kernel <name>"
+  std::vector<int64_t> dims_scratch_, own_dims_scratch_;  // reused by every run
+  bool collect_stats_ = false;
+  RunStats stats_;
+
   std::shared_ptr<const LoadedPackage> package_;
   const Program& program_;
   SessionOptions options_;
@@ -100,6 +126,7 @@ class Session {
   size_t arena_capacity_ = 0;
   struct LoopRun {  // a loop's scan outputs collected so far
     std::string who, who_state, who_scan_input;    // message prefixes, made once
+    std::string who_counter, who_condition, who_result, who_scan_output;
     std::vector<std::vector<uint8_t>> slices;      // per scan output, concatenated
     std::vector<std::vector<int64_t>> slice_dims;  // per scan output
     int64_t count = 0;                             // slices collected per scan output

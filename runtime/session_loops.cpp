@@ -77,13 +77,13 @@ Status Session::loop_init(uint32_t li) {
   bool unbound = false;
   CUVIL_RETURN_IF_ERROR(eval_dims(l.counter, &dims, &unbound));
   const int64_t zero = 0;
-  CUVIL_RETURN_IF_ERROR(write_tensor(l.counter, dims, &zero, who + " counter"));
+  CUVIL_RETURN_IF_ERROR(write_tensor(l.counter, dims, &zero, loops_[li].who_counter));
   if (l.cond != kNone) {
     int64_t c = 1;
     if (l.cond_init != kNone) CUVIL_RETURN_IF_ERROR(read_scalar(l.cond_init, "condition", &c));
     const uint8_t b = c != 0;
     CUVIL_RETURN_IF_ERROR(eval_dims(l.cond, &dims, &unbound));
-    CUVIL_RETURN_IF_ERROR(write_tensor(l.cond, dims, &b, who + " condition"));
+    CUVIL_RETURN_IF_ERROR(write_tensor(l.cond, dims, &b, loops_[li].who_condition));
   }
   for (size_t i = 0; i < l.state.size(); ++i) {
     const uint32_t src = l.init[i];
@@ -224,7 +224,7 @@ Status Session::loop_exit(uint32_t li) {
     const uint32_t t = l.state[s];
     if (!ready_[t])
       return make_status(StatusCode::kRuntime, who, ": state '", program_.tensors[t].name, "' has no value");
-    CUVIL_RETURN_IF_ERROR(write_tensor(l.final[s], views_[t].dims, views_[t].data, who + " result"));
+    CUVIL_RETURN_IF_ERROR(write_tensor(l.final[s], views_[t].dims, views_[t].data, loops_[li].who_result));
   }
   for (size_t k = 0; k < l.scan_outputs.size(); ++k) {
     const LoopScanOutput& o = l.scan_outputs[k];
@@ -246,7 +246,7 @@ Status Session::loop_exit(uint32_t li) {
     }
     std::vector<int64_t> dims = slice;
     dims.insert(dims.begin() + o.axis, run.count);
-    CUVIL_RETURN_IF_ERROR(materialize(o.stacked, dims, who + " scan output"));
+    CUVIL_RETURN_IF_ERROR(materialize(o.stacked, dims, loops_[li].who_scan_output));
     const size_t elem = static_cast<size_t>(dtype_bits(views_[o.stacked].dtype) / 8);
     const int64_t outer = product(slice, 0, o.axis);
     const size_t inner = static_cast<size_t>(product(slice, o.axis, slice.size())) * elem;

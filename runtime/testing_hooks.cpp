@@ -1,5 +1,5 @@
-// The test hooks of runtime/testing_hooks.h: two process-wide atomics, read on the thread
-// start and deadline paths.
+// The test hooks of runtime/testing_hooks.h: process-wide atomics, read on the thread start
+// and deadline paths, and a counter of lookups by name.
 #include "runtime/testing_hooks.h"
 
 #include <atomic>
@@ -11,6 +11,7 @@ namespace {
 std::atomic<int> g_fault_countdown{0};  // thread starts left until the fault; 0 = none armed
 std::atomic<int> g_fault_error{0};
 std::atomic<RunClock> g_clock{nullptr};
+std::atomic<int64_t> g_name_lookups{0};
 
 }  // namespace
 
@@ -26,6 +27,9 @@ int take_thread_start_fault() {
   }
   return left == 1 ? g_fault_error.load(std::memory_order_relaxed) : 0;
 }
+
+int64_t name_lookup_count() { return g_name_lookups.load(std::memory_order_relaxed); }
+void count_name_lookup() { g_name_lookups.fetch_add(1, std::memory_order_relaxed); }
 
 void set_run_clock(RunClock clock) { g_clock.store(clock, std::memory_order_release); }
 

@@ -29,7 +29,14 @@ class ScopedRunClock {
   ScopedRunClock& operator=(const ScopedRunClock&) = delete;
 };
 
+// Lookups by name the runtime has made (an op's kernel by op type, an attribute by name
+// scanning a node's list), counted over the process. After a session is made and each node
+// has run once, a run makes none (runtime/session.cpp resolves them at load or caches them).
+int64_t name_lookup_count();
+
 // ---- read by the runtime ----
+
+void count_name_lookup();
 
 // 0, or the errno value the current thread start must fail with (consumes the fault).
 int take_thread_start_fault();

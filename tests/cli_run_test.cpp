@@ -216,6 +216,10 @@ TEST_F(CliRun, Bench) {
   RunResult r = run({"--shape", "x=2x3", "--bench", "3"});
   ASSERT_EQ(r.exit_code, 0) << r.err;
   for (const char* word : {"bench: 3 runs", "p50", "p90", "p99", "runs/s"}) EXPECT_MENTIONS(r.out, word);
+  // The per-run overhead, from the runtime's statistics (docs/cli.md).
+  for (const char* word : {"overhead (median per run): set inputs", "bind shapes", "dispatch", "kernel calls",
+                           "ns per call", "in kernels", "run "})
+    EXPECT_MENTIONS(r.out, word);
 }
 
 TEST_F(CliRun, ThreadsAboveTheCapIsAUsageError) {

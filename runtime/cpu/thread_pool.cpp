@@ -7,6 +7,24 @@
 #include "runtime/testing_hooks.h"
 
 namespace cuvil::rt {
+namespace {
+
+// One turn of a spin-wait: the pause tells the core this is a spin (saving power and the
+// sibling hyperthread's issue slots) and keeps the loop from flooding the memory system.
+// Every kYieldEvery turns the spinner also yields its core: with more runnable threads than
+// cores (a loaded machine, or more session threads than cores) a pure spin would hold the
+// core that the thread with the work needs.
+constexpr int kYieldEvery = 64;
+inline void spin_turn(int turn) {
+#if defined(__x86_64__) || defined(__i386__)
+  __builtin_ia32_pause();
+#elif defined(__aarch64__)
+  asm volatile("yield");
+#endif
+  if (turn % kYieldEvery == 0) std::this_thread::yield();
+}
+
+}  // namespace
 
 Status ThreadPool::start(int threads) {
   const int wanted = std::max(1, threads) - 1;
@@ -35,14 +53,14 @@ Status ThreadPool::start(int threads) {
 
 void ThreadPool::stop_workers() {
   {
+    // Under the mutex, so that a worker between its check and its sleep cannot miss it.
     std::lock_guard<std::mutex> lock(mu_);
-    stop_ = true;
+    stop_.store(true);
   }
   wake_.notify_all();
   for (auto& t : workers_) t.join();
   workers_.clear();
-  std::lock_guard<std::mutex> lock(mu_);
-  stop_ = false;
+  stop_.store(false);
 }
 
 ThreadPool::~ThreadPool() { stop_workers(); }
@@ -60,19 +78,34 @@ void ThreadPool::run_chunks(int worker) {
   }
 }
 
+// The sleeps pair a seq_cst store with a seq_cst load on each side (a worker: sleepers_ up,
+// then generation_; the caller: generation_ up, then sleepers_), so at least one side sees
+// the other: either the worker sees the new work and does not sleep, or the caller sees a
+// sleeper and wakes it, taking the mutex first so that the wake cannot fall between the
+// worker's check and its wait. active_ and caller_asleep_ pair the same way for the caller.
 void ThreadPool::worker_loop(int index) {
   uint64_t seen = 0;
   for (;;) {
-    {
-      std::unique_lock<std::mutex> lock(mu_);
-      wake_.wait(lock, [&] { return stop_ || generation_ != seen; });
-      if (stop_) return;
-      seen = generation_;
+    uint64_t g = generation_.load(std::memory_order_acquire);
+    for (int turn = spin_turns_.load(std::memory_order_relaxed);
+         g == seen && turn > 0 && !stop_.load(std::memory_order_relaxed); --turn) {
+      spin_turn(turn);
+      g = generation_.load(std::memory_order_acquire);
     }
+    if (g == seen) {
+      std::unique_lock<std::mutex> lock(mu_);
+      sleepers_.fetch_add(1);
+      while (!stop_.load() && (g = generation_.load()) == seen) wake_.wait(lock);
+      sleepers_.fetch_sub(1);
+    }
+    if (stop_.load()) return;  // only ever set while no parallel_for runs
+    seen = g;
     run_chunks(index);
-    {
+    // The last worker out wakes the caller if it went to sleep; acq_rel publishes this
+    // worker's chunks to the caller, which reads active_ before it returns.
+    if (active_.fetch_sub(1) == 1 && caller_asleep_.load()) {
       std::lock_guard<std::mutex> lock(mu_);
-      if (--active_ == 0) done_.notify_one();
+      done_.notify_one();
     }
   }
 }
@@ -94,20 +127,29 @@ bool ThreadPool::parallel_for(int64_t n, int64_t grain,
     }
     return true;
   }
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    fn_ = &fn;
-    n_ = n;
-    grain_ = grain;
-    next_.store(0);
-    stopped_.store(false);
-    active_ = static_cast<int>(workers_.size());
-    ++generation_;
+  // Every worker has finished the previous parallel_for (the caller waited for active_ to
+  // reach 0), so none reads these fields while they are written.
+  fn_ = &fn;
+  n_ = n;
+  grain_ = grain;
+  next_.store(0, std::memory_order_relaxed);
+  stopped_.store(false, std::memory_order_relaxed);
+  active_.store(static_cast<int>(workers_.size()), std::memory_order_relaxed);
+  generation_.fetch_add(1);  // publishes the fields above
+  if (sleepers_.load() > 0) {
+    { std::lock_guard<std::mutex> lock(mu_); }
+    wake_.notify_all();
   }
-  wake_.notify_all();
-  run_chunks(0);
-  std::unique_lock<std::mutex> lock(mu_);
-  done_.wait(lock, [&] { return active_ == 0; });
+  run_chunks(0);  // the caller takes chunks too
+  for (int turn = spin_turns_.load(std::memory_order_relaxed);
+       turn > 0 && active_.load(std::memory_order_acquire) != 0; --turn)
+    spin_turn(turn);
+  if (active_.load() != 0) {
+    std::unique_lock<std::mutex> lock(mu_);
+    caller_asleep_.store(true);
+    while (active_.load() != 0) done_.wait(lock);
+    caller_asleep_.store(false);
+  }
   fn_ = nullptr;
   return !stopped_.load();
 }

@@ -2,6 +2,13 @@
 // the workers and the calling thread take from a shared atomic counter; it returns when every
 // chunk taken is done. One pool per session; `parallel_for` is not re-entrant.
 //
+// Waking a sleeping thread costs tens of microseconds, more than a small kernel takes, and a
+// model runs kernels back to back. So a worker that finishes its share spins for a bounded
+// while (a pause instruction per turn, about kSpinTurns of them, yielding the core every 64)
+// watching for the next parallel_for before it sleeps on the condition variable, and the
+// caller spins the same way for the workers to finish before it sleeps. Publishing work and finishing it are atomics;
+// the mutex is taken only to put a thread to sleep or to wake one that is asleep.
+//
 // Starting is separate from constructing so that a thread the OS refuses is a Status, not an
 // exception or a half-started pool: start() either starts every worker or none (the ones it
 // started are stopped and joined again before it returns the error).
@@ -59,6 +66,11 @@ class ThreadPool {
   // asking should_stop() itself).
   bool parallel_for(int64_t n, int64_t grain, const std::function<void(int64_t, int64_t, int)>& fn);
 
+  // Pause-instruction turns a waiting thread spins before it sleeps (default kSpinTurns);
+  // 0 sleeps at once. Set while no parallel_for runs (tests use 0 to exercise the sleep path).
+  static constexpr int kSpinTurns = 1 << 13;
+  void set_spin_turns(int turns) { spin_turns_.store(turns < 0 ? 0 : turns, std::memory_order_relaxed); }
+
  private:
   void worker_loop(int index);
   void run_chunks(int worker);
@@ -66,11 +78,16 @@ class ThreadPool {
 
   std::vector<std::thread> workers_;
   StopCheck* stop_check_ = nullptr;
-  std::mutex mu_;
+  std::atomic<int> spin_turns_{kSpinTurns};
+  std::mutex mu_;  // guards only the sleeps: wake_ for workers, done_ for the caller
   std::condition_variable wake_, done_;
-  uint64_t generation_ = 0;
-  bool stop_ = false;
-  int active_ = 0;
+  // Incremented (release) once the fields of a parallel_for below are written; a worker that
+  // sees a new value (acquire) may read them.
+  std::atomic<uint64_t> generation_{0};
+  std::atomic<bool> stop_{false};
+  std::atomic<int> sleepers_{0};       // workers asleep (or about to be) on wake_
+  std::atomic<int> active_{0};         // workers not yet done with this parallel_for
+  std::atomic<bool> caller_asleep_{false};
   const std::function<void(int64_t, int64_t, int)>* fn_ = nullptr;
   int64_t n_ = 0, grain_ = 1;
   std::atomic<int64_t> next_{0};

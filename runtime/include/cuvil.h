@@ -116,6 +116,23 @@ cuvil_status cuvil_session_get_output(cuvil_session* session, size_t index,
 cuvil_status cuvil_session_copy_output(cuvil_session* session, size_t index, void* buffer,
                                        size_t capacity);
 
+/* Where a run's time went: the per-run cost of binding and scheduling next to the time inside
+ * kernels. Times in nanoseconds from a monotonic clock (steady_clock). */
+typedef struct cuvil_run_stats {
+  int64_t total_ns;     /* the whole cuvil_session_run */
+  int64_t bind_ns;      /* binding inputs and shapes: symbols, shape expressions, arena plan */
+  int64_t kernel_ns;    /* inside kernels (whole-tensor op calls and tile kernels) */
+  int64_t dispatch_ns;  /* total - bind - kernel: instruction dispatch, checks, scheduling */
+  int64_t instructions; /* bytecode instructions executed */
+  int64_t kernel_calls; /* of which kernel calls (CallOp, RunKernel) */
+} cuvil_run_stats;
+/* Turns the timing of the following runs on (nonzero) or off (0, the default). When on, a
+ * run reads the clock twice per kernel call and a few times more; outputs do not change. */
+cuvil_status cuvil_session_enable_run_stats(cuvil_session* session, int32_t enable);
+/* The statistics of the last run, whatever its outcome; the times are 0 when timing was off
+ * (the counts are always filled in). */
+cuvil_status cuvil_session_get_run_stats(cuvil_session* session, cuvil_run_stats* out_stats);
+
 #ifdef __cplusplus
 }
 #endif

@@ -1,0 +1,221 @@
+// Runtime overheads (issue 8): what a run does besides its kernels.
+// - RuntimeDispatch: every CallOp's kernel is found when the session is made, attribute
+//   lookups are remembered per node, and message prefixes are spelled once, so that a steady
+//   run looks nothing up by name (runtime/testing_hooks.h counts the lookups) and allocates
+//   nothing of its own (counted by replacing operator new in this binary, on the running
+//   thread only) on a program whose kernels allocate nothing either.
+// - RuntimeRunStats: cuvil_session_get_run_stats splits a run into binding, dispatch and
+//   kernels, and reports nothing timed while disabled.
+// - RuntimeThreads (pool): the spin-then-sleep worker pool runs every chunk of thousands of
+//   back-to-back parallel_fors, whether its workers are caught spinning or asleep, with the
+//   caller taking chunks too; a stop still lands between chunks.
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <cstdint>
+#include <cstdlib>
+#include <new>
+#include <string>
+#include <vector>
+
+#include "runtime/cpu/thread_pool.h"
+#include "runtime/testing_hooks.h"
+#include "runtime_harness.h"
+
+// GCC sees free() on a pointer from operator new and warns; here operator new is malloc.
+#pragma GCC diagnostic ignored "-Wmismatched-new-delete"
+
+namespace {
+thread_local bool t_counting = false;
+std::atomic<int64_t> g_allocations{0};
+}  // namespace
+
+// Counting every allocation the running thread makes while t_counting is set. Replacing the
+// global operator new is the one way to see allocations made anywhere in the library; the
+// other threads and the rest of the time it is a plain malloc.
+void* operator new(std::size_t size) {
+  if (t_counting) g_allocations.fetch_add(1, std::memory_order_relaxed);
+  if (void* p = std::malloc(size ? size : 1)) return p;
+  throw std::bad_alloc();
+}
+void* operator new(std::size_t size, std::align_val_t align) {
+  if (t_counting) g_allocations.fetch_add(1, std::memory_order_relaxed);
+  const std::size_t a = static_cast<std::size_t>(align);
+  if (void* p = std::aligned_alloc(a, (size + a - 1) / a * a)) return p;
+  throw std::bad_alloc();
+}
+void operator delete(void* p) noexcept { std::free(p); }
+void operator delete(void* p, std::size_t) noexcept { std::free(p); }
+void operator delete(void* p, std::align_val_t) noexcept { std::free(p); }
+void operator delete(void* p, std::size_t, std::align_val_t) noexcept { std::free(p); }
+
+namespace cuvil {
+namespace {
+
+using namespace test;  // NOLINT: the harness
+namespace hooks = rt::testing;
+
+// x: f32[n] -> LeakyRelu(alpha 0.5) -> Relu -> LeakyRelu(alpha 0.25) -> Neg -> y. Node names
+// longer than a short-string buffer, so that a message prefix spelled per run would allocate.
+onnx::ModelProto pointwise_chain_model() {
+  onnx::ModelProto m = make_model();
+  auto* g = m.mutable_graph();
+  add_input(g, "x", Tp::FLOAT, {"n"});
+  set_attr_float(add_node(g, "LeakyRelu", {"x"}, {"t0"}, "first_leaky_relu_node"), "alpha", 0.5f);
+  add_node(g, "Relu", {"t0"}, {"t1"}, "the_relu_in_the_middle");
+  set_attr_float(add_node(g, "LeakyRelu", {"t1"}, {"t2"}, "second_leaky_relu_node"), "alpha", 0.25f);
+  add_node(g, "Neg", {"t2"}, {"y"}, "negation_at_the_end_of_it");
+  add_output(g, "y", Tp::FLOAT, {"n"});
+  return m;
+}
+
+constexpr int kChainNodes = 4;
+
+void run_chain(cuvil_session* s, const std::vector<float>& x) {
+  ASSERT_TRUE(Ok(set_f32(s, "x", {static_cast<int64_t>(x.size())}, x)));
+  ASSERT_TRUE(Ok(cuvil_session_run(s)));
+}
+
+void expect_chain_output(cuvil_session* s, const std::vector<float>& x) {
+  std::vector<float> y = output<float>(s, 0);
+  ASSERT_EQ(y.size(), x.size());
+  for (size_t i = 0; i < x.size(); ++i) {
+    const float want = x[i] > 0 ? -x[i] : 0.f;  // relu(leaky(x)) = max(x, 0); leaky keeps it
+    ASSERT_EQ(y[i], want) << "element " << i;
+  }
+}
+
+// ---- RuntimeDispatch ----
+
+TEST(RuntimeDispatch, KernelsAreFoundWhenTheSessionIsMadeNotPerRun) {
+  ModelPtr model = load(compile(pointwise_chain_model(), {}, /*fuse=*/false));
+  ASSERT_TRUE(model);
+  const int64_t before_session = hooks::name_lookup_count();
+  SessionPtr s = open_session(model.get(), 1);
+  ASSERT_TRUE(s);
+  // One kernel lookup per node, at creation.
+  EXPECT_EQ(hooks::name_lookup_count() - before_session, kChainNodes);
+  const std::vector<float> x = {-2.f, -0.5f, 0.f, 0.25f, 3.f};
+  run_chain(s.get(), x);  // the first run fills each node's attribute cache
+  const int64_t after_first_run = hooks::name_lookup_count();
+  for (int i = 0; i < 5; ++i) run_chain(s.get(), x);
+  EXPECT_EQ(hooks::name_lookup_count(), after_first_run) << "a steady run looked something up by name";
+  expect_chain_output(s.get(), x);
+}
+
+TEST(RuntimeDispatch, SteadyRunAllocatesNothing) {
+  ModelPtr model = load(compile(pointwise_chain_model(), {}, /*fuse=*/false));
+  ASSERT_TRUE(model);
+  SessionPtr s = open_session(model.get(), 1);
+  ASSERT_TRUE(s);
+  const std::vector<float> x = {-2.f, -0.5f, 0.f, 0.25f, 3.f, 7.f};
+  for (int i = 0; i < 2; ++i) run_chain(s.get(), x);  // storage sized by the first runs
+  ASSERT_TRUE(Ok(set_f32(s.get(), "x", {static_cast<int64_t>(x.size())}, x)));
+  g_allocations.store(0);
+  t_counting = true;
+  cuvil_status st = cuvil_session_run(s.get());
+  t_counting = false;
+  ASSERT_TRUE(Ok(st));
+  EXPECT_EQ(g_allocations.load(), 0) << "allocations in a steady run of " << kChainNodes << " op calls";
+  expect_chain_output(s.get(), x);
+}
+
+// ---- RuntimeRunStats ----
+
+TEST(RuntimeRunStats, SplitsTheRunIntoBindingDispatchAndKernels) {
+  ModelPtr model = load(compile(pointwise_chain_model(), {}, /*fuse=*/false));
+  ASSERT_TRUE(model);
+  SessionPtr s = open_session(model.get(), 2);
+  ASSERT_TRUE(s);
+  const std::vector<float> x(4096, 1.5f);
+  cuvil_run_stats stats;
+  run_chain(s.get(), x);
+  ASSERT_TRUE(Ok(cuvil_session_get_run_stats(s.get(), &stats)));
+  EXPECT_EQ(stats.total_ns, 0) << "timed while disabled";
+  EXPECT_EQ(stats.kernel_ns, 0);
+  EXPECT_EQ(stats.kernel_calls, kChainNodes);  // counts are kept either way
+  ASSERT_TRUE(Ok(cuvil_session_enable_run_stats(s.get(), 1)));
+  run_chain(s.get(), x);
+  ASSERT_TRUE(Ok(cuvil_session_get_run_stats(s.get(), &stats)));
+  EXPECT_EQ(stats.kernel_calls, kChainNodes);
+  EXPECT_GT(stats.instructions, stats.kernel_calls);  // and End
+  EXPECT_GT(stats.total_ns, 0);
+  EXPECT_GT(stats.kernel_ns, 0);
+  EXPECT_GE(stats.bind_ns, 0);
+  EXPECT_GE(stats.dispatch_ns, 0);
+  EXPECT_EQ(stats.bind_ns + stats.kernel_ns + stats.dispatch_ns, stats.total_ns);
+  expect_chain_output(s.get(), x);
+  ASSERT_TRUE(Ok(cuvil_session_enable_run_stats(s.get(), 0)));
+  run_chain(s.get(), x);
+  ASSERT_TRUE(Ok(cuvil_session_get_run_stats(s.get(), &stats)));
+  EXPECT_EQ(stats.total_ns, 0);
+}
+
+TEST(RuntimeRunStats, NullArgumentsAreRefused) {
+  cuvil_run_stats stats;
+  EXPECT_TRUE(Fails(cuvil_session_get_run_stats(nullptr, &stats), CUVIL_INVALID_ARGUMENT,
+                    {"cuvil_session_get_run_stats: null session or stats"}));
+  EXPECT_TRUE(Fails(cuvil_session_enable_run_stats(nullptr, 1), CUVIL_INVALID_ARGUMENT,
+                    {"cuvil_session_enable_run_stats: null session"}));
+  ModelPtr model = load(compile(pointwise_chain_model(), {}, /*fuse=*/false));
+  ASSERT_TRUE(model);
+  SessionPtr s = open_session(model.get(), 1);
+  ASSERT_TRUE(s);
+  EXPECT_TRUE(Fails(cuvil_session_get_run_stats(s.get(), nullptr), CUVIL_INVALID_ARGUMENT,
+                    {"null session or stats"}));
+}
+
+// ---- RuntimeThreads: the pool ----
+
+// Thousands of small parallel_fors back to back, each checked for every index exactly once
+// and for the caller's share; spin_turns 0 makes every worker sleep between them (the wake
+// path), the default catches them spinning.
+void hammer_pool(int threads, int spin_turns, int rounds) {
+  rt::ThreadPool pool;
+  ASSERT_TRUE(pool.start(threads).is_ok());
+  pool.set_spin_turns(spin_turns);
+  constexpr int64_t kN = 64;
+  std::vector<std::atomic<int>> hits(kN);
+  std::atomic<int64_t> caller_chunks{0};
+  for (int round = 0; round < rounds; ++round) {
+    for (auto& h : hits) h.store(0, std::memory_order_relaxed);
+    const bool all = pool.parallel_for(kN, 1, [&](int64_t b, int64_t e, int worker) {
+      if (worker == 0) caller_chunks.fetch_add(1, std::memory_order_relaxed);
+      for (int64_t i = b; i < e; ++i) hits[static_cast<size_t>(i)].fetch_add(1, std::memory_order_relaxed);
+    });
+    ASSERT_TRUE(all);
+    for (int64_t i = 0; i < kN; ++i) ASSERT_EQ(hits[static_cast<size_t>(i)].load(), 1) << "round " << round << " index " << i;
+  }
+  EXPECT_GT(caller_chunks.load(), 0) << "the caller took no chunk";
+}
+
+TEST(RuntimeThreads, PoolRunsEveryChunkWhenWorkersSleepBetweenCalls) { hammer_pool(4, 0, 3000); }
+TEST(RuntimeThreads, PoolRunsEveryChunkWhenWorkersSpinBetweenCalls) {
+  // Fewer rounds: on a machine with fewer free cores than threads each round waits for the
+  // spinners' time slices.
+  hammer_pool(4, rt::ThreadPool::kSpinTurns, 300);
+}
+
+struct StopAfter final : rt::StopCheck {
+  std::atomic<int> left;
+  explicit StopAfter(int n) : left(n) {}
+  bool should_stop() override { return left.fetch_sub(1) <= 0; }
+};
+
+TEST(RuntimeThreads, PoolStopsBetweenChunksWhileWorkersSpin) {
+  rt::ThreadPool pool;
+  ASSERT_TRUE(pool.start(3).is_ok());
+  StopAfter stop(10);  // ten chunks may start, counted over every thread
+  pool.set_stop_check(&stop);
+  std::atomic<int> chunks{0};
+  EXPECT_FALSE(pool.parallel_for(1000, 1, [&](int64_t, int64_t, int) { chunks.fetch_add(1); }));
+  EXPECT_LE(chunks.load(), 10);
+  pool.set_stop_check(nullptr);
+  // The pool is usable afterwards, with its workers spinning or asleep.
+  chunks = 0;
+  EXPECT_TRUE(pool.parallel_for(1000, 1, [&](int64_t, int64_t, int) { chunks.fetch_add(1); }));
+  EXPECT_EQ(chunks.load(), 1000);
+}
+
+}  // namespace
+}  // namespace cuvil
