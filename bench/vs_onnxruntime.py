@@ -105,7 +105,9 @@ def openvino_model(path, threads):
     except ImportError:
         return None
     core = ov.Core()
-    return core.compile_model(path, "CPU", {"INFERENCE_NUM_THREADS": threads, "PERFORMANCE_HINT": "LATENCY"})
+    # float32 like the others: OpenVINO may otherwise pick bf16 on CPUs that have it.
+    return core.compile_model(path, "CPU", {"INFERENCE_NUM_THREADS": threads, "PERFORMANCE_HINT": "LATENCY",
+                                            "INFERENCE_PRECISION_HINT": "f32"})
 
 
 def time_python(fn, runs):
