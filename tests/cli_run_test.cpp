@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "onnx_builder.h"
+#include "npy_test_util.h"
 #include "run_tool.h"
 #include "runtime/package.h"
 
@@ -29,24 +30,14 @@ using Tp = onnx::TensorProto;
 
 using test::RunResult;
 using test::run_tool;
+using test::npy_file;
+using test::raw;
+using test::values;
 
 #define EXPECT_MENTIONS(text, needle) \
   EXPECT_NE((text).find(needle), std::string::npos) << "missing '" << (needle) << "' in:\n" << (text)
 
-// ---- a minimal .npy codec (format 1.0, little-endian, C order) ----
-
-std::string npy_file(const std::string& descr, const std::vector<int64_t>& dims, const std::string& data) {
-  std::string shape = "(";
-  for (size_t i = 0; i < dims.size(); ++i) shape += (i ? ", " : "") + std::to_string(dims[i]);
-  if (dims.size() == 1) shape += ",";
-  shape += ")";
-  std::string header = "{'descr': '" + descr + "', 'fortran_order': False, 'shape': " + shape + ", }";
-  header += std::string((64 - (10 + header.size() + 1) % 64) % 64, ' ') + "\n";
-  std::string out = std::string("\x93NUMPY\x01\x00", 8);
-  out += static_cast<char>(header.size() & 0xff);
-  out += static_cast<char>(header.size() >> 8);
-  return out + header + data;
-}
+// ---- .npy reading (writing: npy_test_util.h) ----
 
 struct Npy {
   std::string header;
@@ -67,16 +58,6 @@ Npy read_npy_file(const std::string& path) {
   return n;
 }
 
-template <typename T>
-std::string raw(const std::vector<T>& v) {
-  return std::string(reinterpret_cast<const char*>(v.data()), v.size() * sizeof(T));
-}
-template <typename T>
-std::vector<T> values(const std::string& data) {
-  std::vector<T> v(data.size() / sizeof(T));
-  if (!v.empty()) std::memcpy(v.data(), data.data(), v.size() * sizeof(T));
-  return v;
-}
 
 const std::vector<float> kBias = {0.5f, -1.f, 2.f};
 

@@ -16,6 +16,7 @@
 #include "frontend/onnx_import.h"
 #include "ir/verifier.h"
 #include "passes/pipeline.h"
+#include "npy_test_util.h"
 #include "run_tool.h"
 
 namespace cuvil {
@@ -28,24 +29,10 @@ using test::TempDir;
 const std::string kSource = CUVIL_SOURCE_DIR;
 const std::string kCases = kSource + "/testdata/passes/fuse-attention/";
 
-// ---- .npy writing and reading (format 1.0, little-endian, C order) --------------------------
+// ---- .npy reading (writing: npy_test_util.h) ----
 
-std::string npy_file(const std::string& descr, const std::vector<int64_t>& dims, const std::string& data) {
-  std::string shape = "(";
-  for (size_t i = 0; i < dims.size(); ++i) shape += (i ? ", " : "") + std::to_string(dims[i]);
-  if (dims.size() == 1) shape += ",";
-  shape += ")";
-  std::string header = "{'descr': '" + descr + "', 'fortran_order': False, 'shape': " + shape + ", }";
-  header += std::string((64 - (10 + header.size() + 1) % 64) % 64, ' ') + "\n";
-  std::string out = std::string("\x93NUMPY\x01\x00", 8);
-  out += static_cast<char>(header.size() & 0xff);
-  out += static_cast<char>(header.size() >> 8);
-  return out + header + data;
-}
-
-template <typename T> std::string raw(const std::vector<T>& v) {
-  return std::string(reinterpret_cast<const char*>(v.data()), v.size() * sizeof(T));
-}
+using test::npy_file;
+using test::raw;
 
 std::vector<float> npy_floats(const std::string& path) {
   const std::string f = test::read_bytes(path);

@@ -22,6 +22,7 @@
 #endif
 
 #include "runtime/cpu/ops/gemm_micro.h"
+#include "runtime/cpu/ops/gemm_small.h"
 #include "runtime/cpu/ops/kernel_util.h"
 #include "runtime/cpu/ops/packed_weights.h"
 
@@ -377,10 +378,6 @@ namespace {
 
 // ---- GEMM ---------------------------------------------------------------------------------
 
-inline float a_at(const float* a, int64_t lda, bool trans, int64_t i, int64_t p) {
-  return trans ? a[p * lda + i] : a[i * lda + p];
-}
-
 // b (op(b) k x n) as panels[panels][k][nr], zero-padded past column n.
 void pack_b_panels(bool trans_b, int64_t n, int64_t k, const float* b, int64_t ldb, int64_t nr,
                    float* out, int64_t begin, int64_t end) {
@@ -691,31 +688,6 @@ void gemv(OpContext* ctx, bool trans_a, bool trans_b, int64_t m, int64_t n, int6
   };
   if (ctx && threads > 1 && items > 1 && n * k >= (1 << 16)) parallel_range(*ctx, items, 1, body);
   else body(0, items);
-}
-
-// Below this many multiply-adds packing costs more than it saves.
-constexpr int64_t kSmallGemm = 32 * 32 * 32;
-
-void gemm_small(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha,
-                const float* a, int64_t lda, const float* b, int64_t ldb, float beta, float* c,
-                int64_t ldc) {
-  for (int64_t i = 0; i < m; ++i) {
-    float* row = c + i * ldc;
-    if (beta == 0.f) {
-      for (int64_t j = 0; j < n; ++j) row[j] = 0.f;
-    } else if (beta != 1.f) {
-      for (int64_t j = 0; j < n; ++j) row[j] *= beta;
-    }
-    for (int64_t p = 0; p < k; ++p) {
-      const float av = alpha * a_at(a, lda, trans_a, i, p);
-      if (trans_b) {
-        for (int64_t j = 0; j < n; ++j) row[j] += av * b[j * ldb + p];
-      } else {
-        const float* brow = b + p * ldb;
-        for (int64_t j = 0; j < n; ++j) row[j] += av * brow[j];
-      }
-    }
-  }
 }
 
 }  // namespace

@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "runtime/cpu/ops/gemm_small.h"
 #include "runtime/cpu/ops/kernel_util.h"
 #include "runtime/cpu/ops/quant_params.h"
 
@@ -39,35 +40,6 @@ constexpr int64_t kMc = 64;    // rows of a packed a block
 constexpr int64_t kKc = 256;   // depth of a packed block
 template <typename C> constexpr int64_t kLanes = 32 / sizeof(C);
 template <typename C> constexpr int64_t kNr = 2 * kLanes<C>;  // columns of the register tile
-
-// Below this many multiply-adds the packing costs more than it saves.
-constexpr int64_t kSmallGemm = 32 * 32 * 32;
-
-template <typename C> inline C a_at(const C* a, int64_t lda, bool trans, int64_t i, int64_t p) {
-  return trans ? a[p * lda + i] : a[i * lda + p];
-}
-
-template <typename C>
-void gemm_small(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, C alpha, const C* a,
-                int64_t lda, const C* b, int64_t ldb, C beta, C* c, int64_t ldc) {
-  for (int64_t i = 0; i < m; ++i) {
-    C* row = c + i * ldc;
-    if (beta == C(0)) {
-      for (int64_t j = 0; j < n; ++j) row[j] = C(0);
-    } else if (beta != C(1)) {
-      for (int64_t j = 0; j < n; ++j) row[j] *= beta;
-    }
-    for (int64_t p = 0; p < k; ++p) {
-      const C av = alpha * a_at(a, lda, trans_a, i, p);
-      if (trans_b) {
-        for (int64_t j = 0; j < n; ++j) row[j] += av * b[j * ldb + p];
-      } else {
-        const C* brow = b + p * ldb;
-        for (int64_t j = 0; j < n; ++j) row[j] += av * brow[j];
-      }
-    }
-  }
-}
 
 // One packed a block (rows x kc, groups of kMr rows interleaved) against panels [p0, p1) of
 // packed b (each panel kc deep starting at the block's depth). first: this is the first depth
