@@ -168,15 +168,24 @@ int inspect_package(const std::string& path, bool disasm) {
     std::cout << "  " << rt::section_kind_name(sec.kind) << " offset " << sec.offset << " size " << sec.size << "\n";
   std::cout << "manifest:\n";
   for (const auto& e : pkg->manifest().entries) std::cout << "  " << e.key << ": " << e.value << "\n";
-  const rt::Program& p = pkg->program();
-  std::cout << "memory: arena " << rt::expr_to_string(p, p.arena_size) << " bytes; sum of all intermediates ";
   const std::string* total = pkg->manifest().find("intermediate_bytes");
-  std::cout << (total ? *total : std::string("?")) << " bytes\n";
-  std::cout << "program: " << p.tensors.size() << " tensors, " << p.nodes.size() << " op calls, "
-            << p.kernels.size() << " tile kernels, " << p.loops.size() << " loops, " << p.code.size()
-            << " code words\n";
+  std::cout << "memory: sum of all intermediates " << (total ? *total : std::string("?")) << " bytes\n";
+  // One program per shape bucket, in selection order: the first whose guard holds runs.
+  const size_t n = pkg->programs().size();
+  std::cout << "programs: " << n << " (the first whose guard holds runs)\n";
+  for (size_t i = 0; i < n; ++i) {
+    const rt::Program& p = pkg->programs()[i];
+    std::cout << "  program " << i << ": guard " << rt::guard_to_string(pkg->guards()[i], p) << "; arena "
+              << rt::expr_to_string(p, p.arena_size) << " bytes; " << p.tensors.size() << " tensors, "
+              << p.nodes.size() << " op calls, " << p.kernels.size() << " tile kernels, " << p.loops.size()
+              << " loops, " << p.code.size() << " code words\n";
+  }
   if (!pkg->report().empty()) std::cout << "report:\n" << pkg->report();
-  if (disasm) std::cout << rt::disassemble(p);
+  if (disasm)
+    for (size_t i = 0; i < n; ++i) {
+      if (n > 1) std::cout << "# program " << i << "\n";
+      std::cout << rt::disassemble(pkg->programs()[i]);
+    }
   return 0;
 }
 

@@ -28,7 +28,7 @@ rt::PackageContents package_contents(const Model& model, const LoweredModel& low
     m.push_back({"symbol", s.name + " " + std::to_string(s.lo) + ":" + (s.hi == INT64_MAX ? std::string() : std::to_string(s.hi)) +
                                (s.data_dependent ? " data-dependent" : "")});
   m.push_back({"target", "cpu"});
-  m.push_back({"buckets", "1"});
+  m.push_back({"buckets", "1"});  // the compiler writes one program (shape buckets: issue 10)
   m.push_back({"arena_bytes", lowered.arena_expr});
   m.push_back({"intermediate_bytes", lowered.intermediates_expr});
   m.push_back({"weights_bytes", std::to_string(lowered.weights_size)});
@@ -43,7 +43,7 @@ rt::PackageContents package_contents(const Model& model, const LoweredModel& low
 
   rt::PackageContents contents;
   contents.manifest = rt::render_manifest(m);
-  contents.program = lowered.program;
+  contents.programs.push_back({lowered.program, {}});
   contents.report = report.str();
   return contents;
 }

@@ -59,6 +59,14 @@ class ByteReader {
     pos_ += n;
     return true;
   }
+  bool skip(size_t n) {
+    if (failed_ || size_ - pos_ < n) {
+      failed_ = true;
+      return false;
+    }
+    pos_ += n;
+    return true;
+  }
 
  private:
   const uint8_t* data_;

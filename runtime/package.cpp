@@ -1,8 +1,9 @@
-// Package writer and loader (format 1, docs/format.md). The loader's checks run in the order
+// Package writer and loader (format 3, docs/format.md; the section kinds are
+// runtime/sections.def). The loader's checks run in the order
 // the bytes are trusted: magic and version first (so a wrong file gets the right message),
 // then the header fields, the section table (bounds, alignment, kinds, overlap, padding),
-// the checksums, and only then the section contents: manifest text, program decoding, and
-// the program verifier. All offset arithmetic goes through support/checked.h.
+// the checksums, and only then the section contents: manifest text, program decoding, the
+// program verifier, and the checks that tie the programs and their guards together. All offset arithmetic goes through support/checked.h.
 #include "runtime/package.h"
 
 #include <fcntl.h>
@@ -19,6 +20,7 @@
 #include "runtime/byte_reader.h"
 #include "runtime/cpu/ops/packed_weights.h"
 #include "runtime/crc32.h"
+#include "runtime/expr_eval.h"
 #include "runtime/verifier.h"
 #include "support/checked.h"
 
@@ -49,9 +51,69 @@ std::string section_label(size_t index, uint32_t kind) {
   return "section " + std::to_string(index) + " (" + section_kind_name(kind) + ")";
 }
 
-bool is_known_kind(uint32_t kind) {
-  return kind >= static_cast<uint32_t>(SectionKind::kManifest) &&
-         kind <= static_cast<uint32_t>(SectionKind::kReport);
+// PROGRAMS: u32 count, then per program u64 byte size and encode_program's bytes.
+std::vector<uint8_t> encode_programs(const std::vector<PackageProgram>& programs) {
+  std::vector<uint8_t> out(4);
+  const uint32_t n = static_cast<uint32_t>(programs.size());
+  std::memcpy(out.data(), &n, 4);
+  for (const PackageProgram& p : programs) {
+    const std::vector<uint8_t> bytes = encode_program(p.program);
+    const uint64_t size = bytes.size();
+    const size_t at = out.size();
+    out.resize(at + 8);
+    std::memcpy(out.data() + at, &size, 8);
+    out.insert(out.end(), bytes.begin(), bytes.end());
+  }
+  return out;
+}
+
+// BUCKETS: u32 count (= programs), then per program u32 range count and per range
+// u32 symbol, u32 zero, i64 lo, i64 hi.
+std::vector<uint8_t> encode_buckets(const std::vector<PackageProgram>& programs) {
+  std::vector<uint8_t> out;
+  auto put = [&](const auto& v) {
+    const size_t at = out.size();
+    out.resize(at + sizeof v);
+    std::memcpy(out.data() + at, &v, sizeof v);
+  };
+  put(static_cast<uint32_t>(programs.size()));
+  for (const PackageProgram& p : programs) {
+    put(static_cast<uint32_t>(p.guard.ranges.size()));
+    for (const BucketGuard::Range& r : p.guard.ranges) {
+      put(r.symbol);
+      put(uint32_t{0});
+      put(r.lo);
+      put(r.hi);
+    }
+  }
+  return out;
+}
+
+bool same_symbols(const Program& a, const Program& b) {
+  if (a.symbols.size() != b.symbols.size()) return false;
+  for (size_t i = 0; i < a.symbols.size(); ++i) {
+    const Symbol &x = a.symbols[i], &y = b.symbols[i];
+    if (x.name != y.name || x.lo != y.lo || x.hi != y.hi || x.data_dependent != y.data_dependent) return false;
+  }
+  return true;
+}
+
+// Inputs (or outputs) of two programs agree in count, name, dtype and dims (as text).
+Status same_interface(const Program& a, const Program& b, const std::vector<uint32_t>& ia,
+                      const std::vector<uint32_t>& ib, const char* what, size_t index) {
+  if (ia.size() != ib.size())
+    return invalid("PROGRAMS section: program ", index, " has ", ib.size(), " ", what, "s, program 0 has ",
+                   ia.size(), " (all programs must have the same ", what, "s)");
+  for (size_t i = 0; i < ia.size(); ++i) {
+    const TensorDesc &x = a.tensors[ia[i]], &y = b.tensors[ib[i]];
+    bool same = x.name == y.name && x.dtype == y.dtype && x.dims.size() == y.dims.size();
+    for (size_t k = 0; same && k < x.dims.size(); ++k)
+      same = expr_to_string(a, x.dims[k]) == expr_to_string(b, y.dims[k]);
+    if (!same)
+      return invalid("PROGRAMS section: program ", index, " ", what, " ", i, " ('", y.name,
+                     "') differs from program 0's ('", x.name, "') in name, dtype or shape");
+  }
+  return Status::ok();
 }
 
 template <typename T>
@@ -110,14 +172,37 @@ std::string version_text(uint16_t major, uint16_t minor) {
 
 }  // namespace
 
+const std::vector<SectionInfo>& section_table() {
+  static const std::vector<SectionInfo> table = {
+#define CUVIL_SECTION(kind, NAME, presence, critical, align, status, owner, contents) \
+  {kind, #NAME, std::string_view(#presence) == "kOnce", critical != 0, align,       \
+   std::string_view(#status) == "kReserved", owner, contents},
+#include "runtime/sections.def"
+#undef CUVIL_SECTION
+  };
+  return table;
+}
+
+const SectionInfo* find_section_info(uint32_t kind) {
+  for (const SectionInfo& info : section_table())
+    if (info.kind == kind) return &info;
+  return nullptr;
+}
+
 std::string section_kind_name(uint32_t kind) {
-  switch (static_cast<SectionKind>(kind)) {
-    case SectionKind::kManifest: return "MANIFEST";
-    case SectionKind::kWeights: return "WEIGHTS";
-    case SectionKind::kProgram: return "PROGRAM";
-    case SectionKind::kReport: return "REPORT";
+  const SectionInfo* info = find_section_info(kind);
+  return info ? info->name : "kind " + std::to_string(kind);
+}
+
+std::string guard_to_string(const BucketGuard& g, const Program& p) {
+  if (g.ranges.empty()) return "always";
+  std::string out;
+  for (const BucketGuard::Range& r : g.ranges) {
+    if (!out.empty()) out += ", ";
+    out += (r.symbol < p.symbols.size() ? p.symbols[r.symbol].name : "symbol " + std::to_string(r.symbol)) +
+           " in [" + std::to_string(r.lo) + ", " + std::to_string(r.hi) + "]";
   }
-  return "kind " + std::to_string(kind);
+  return out;
 }
 
 // ---- manifest ----
@@ -196,7 +281,8 @@ std::vector<uint8_t> write_package(const PackageContents& c) {
 }
 
 std::vector<uint8_t> write_package_head(const PackageContents& c, uint64_t weights_size, uint32_t weights_crc) {
-  const std::vector<uint8_t> program = encode_program(c.program);
+  const std::vector<uint8_t> programs = encode_programs(c.programs);
+  const std::vector<uint8_t> buckets = encode_buckets(c.programs);
   struct Part {
     SectionKind kind;
     uint32_t flags, alignment;
@@ -204,16 +290,17 @@ std::vector<uint8_t> write_package_head(const PackageContents& c, uint64_t weigh
     size_t size;
   };
   std::vector<Part> parts = {
-      {SectionKind::kManifest, kSectionCritical, 8,
+      {SectionKind::MANIFEST, kSectionCritical, 8,
        reinterpret_cast<const uint8_t*>(c.manifest.data()), c.manifest.size()},
-      {SectionKind::kProgram, kSectionCritical, 8, program.data(), program.size()},
+      {SectionKind::BUCKETS, kSectionCritical, 8, buckets.data(), buckets.size()},
+      {SectionKind::PROGRAMS, kSectionCritical, 8, programs.data(), programs.size()},
   };
   if (!c.report.empty())
-    parts.push_back({SectionKind::kReport, 0, 8, reinterpret_cast<const uint8_t*>(c.report.data()),
+    parts.push_back({SectionKind::REPORT, 0, 8, reinterpret_cast<const uint8_t*>(c.report.data()),
                      c.report.size()});
   // Weights last: the metadata stays together at the front of the file.
   // Its bytes are not part of the head: data is null, the size and checksum come from the caller.
-  parts.push_back({SectionKind::kWeights, kSectionCritical, kWeightsAlignment, nullptr, weights_size});
+  parts.push_back({SectionKind::WEIGHTS, kSectionCritical, kWeightsAlignment, nullptr, weights_size});
 
   std::vector<SectionEntry> table(parts.size());
   uint64_t offset = kHeaderSize + kSectionEntrySize * parts.size();
@@ -364,7 +451,7 @@ Status LoadedPackage::verify_and_decode() {
                    kFormatMajor, ".x)");
   if (format_major_ < kFormatMajor)
     return invalid("package format ", version, " is older than this runtime supports (",
-                   kFormatMajor, ".x)");
+                   kFormatMajor, ".x): compile the model again with this version of cuvilc");
   if (features_ & ~kKnownFeatures)
     return invalid("package needs feature bits ", hex(features_ & ~kKnownFeatures),
                    " that this runtime (format ", version_text(kFormatMajor, kFormatMinor),
@@ -385,7 +472,7 @@ Status LoadedPackage::verify_and_decode() {
   // Section table.
   sections_.assign(section_count, SectionEntry{});
   ByteReader table(d + header_size, table_end - header_size);
-  size_t count_of[5] = {0, 0, 0, 0, 0};  // per known kind
+  std::vector<size_t> count_of(section_table().size(), 0);  // per row of the table
   for (size_t i = 0; i < section_count; ++i) {
     SectionEntry& s = sections_[i];
     s.kind = table.u32();
@@ -397,9 +484,13 @@ Status LoadedPackage::verify_and_decode() {
     const std::string label = section_label(i, s.kind);
     if (s.flags & ~kSectionCritical)
       return invalid(label, ": reserved flag bits ", hex(s.flags & ~kSectionCritical), " are set");
-    if (!is_known_kind(s.kind) && (s.flags & kSectionCritical))
+    const SectionInfo* info = find_section_info(s.kind);
+    if (!info && (s.flags & kSectionCritical))
       return invalid(label, ": unknown critical section kind ", s.kind,
                      " (this runtime reads format ", version_text(kFormatMajor, kFormatMinor), ")");
+    if (info && info->reserved && (s.flags & kSectionCritical))
+      return invalid(label, ": this section kind is reserved for ", info->owner,
+                     " and this runtime does not read it yet");
     if (s.alignment == 0 || (s.alignment & (s.alignment - 1)) != 0 ||
         s.alignment > kMaxSectionAlignment)
       return invalid(label, ": alignment ", s.alignment, " is not a power of two in [1, ",
@@ -413,23 +504,21 @@ Status LoadedPackage::verify_and_decode() {
     if (s.offset % s.alignment != 0)
       return invalid(label, ": offset ", s.offset, " is not a multiple of its alignment ",
                      s.alignment);
-    if (is_known_kind(s.kind)) {
-      ++count_of[s.kind];
-      const bool optional = s.kind == static_cast<uint32_t>(SectionKind::kReport);
-      if (!optional && !(s.flags & kSectionCritical))
+    if (info) {
+      ++count_of[static_cast<size_t>(info - section_table().data())];
+      if (info->critical && !(s.flags & kSectionCritical))
         return invalid(label, ": must be flagged critical");
-      if (s.kind == static_cast<uint32_t>(SectionKind::kWeights) && s.alignment < kWeightsAlignment)
+      if (s.alignment < info->min_alignment)
         return invalid(label, ": alignment ", s.alignment, " is below the required ",
-                       kWeightsAlignment);
+                       info->min_alignment);
     }
   }
-  for (uint32_t kind = 1; kind <= 4; ++kind) {
-    const bool optional = kind == static_cast<uint32_t>(SectionKind::kReport);
-    if (count_of[kind] == 0 && !optional)
-      return invalid("the ", section_kind_name(kind), " section is missing");
-    if (count_of[kind] > 1)
-      return invalid("the ", section_kind_name(kind), " section appears ", count_of[kind],
-                     " times (at most once)");
+  for (size_t row = 0; row < section_table().size(); ++row) {
+    const SectionInfo& info = section_table()[row];
+    if (count_of[row] == 0 && info.once)
+      return invalid("the ", info.name, " section is missing");
+    if (count_of[row] > 1)
+      return invalid("the ", info.name, " section appears ", count_of[row], " times (at most once)");
   }
 
   // No two sections share a byte; every byte outside the sections is zero padding.
@@ -471,33 +560,101 @@ Status LoadedPackage::verify_and_decode() {
   }
 
   // Contents.
-  const SectionEntry* program = nullptr;
+  const SectionEntry* programs = nullptr;
+  const SectionEntry* buckets = nullptr;
   for (const SectionEntry& s : sections_) {
     const char* bytes = reinterpret_cast<const char*>(d + s.offset);
     switch (static_cast<SectionKind>(s.kind)) {
-      case SectionKind::kManifest: {
+      case SectionKind::MANIFEST: {
         Status st = parse_manifest(std::string_view(bytes, s.size), &manifest_);
         if (!st) return invalid("MANIFEST section: ", st.message());
         break;
       }
-      case SectionKind::kWeights:
+      case SectionKind::WEIGHTS:
         weights_ = d + s.offset;
         weights_size_ = s.size;
         // GEMM operands among the weights are packed once per package (packed_weights.h).
         ops::register_weight_region(weights_, weights_size_);
         break;
-      case SectionKind::kProgram: program = &s; break;
-      case SectionKind::kReport: report_.assign(bytes, s.size); break;
-      default: break;  // unknown, non-critical: skipped
+      case SectionKind::PROGRAMS: programs = &s; break;
+      case SectionKind::BUCKETS: buckets = &s; break;
+      case SectionKind::REPORT: report_.assign(bytes, s.size); break;
+      default: break;  // unknown or reserved, non-critical: skipped
     }
   }
   if (const std::string* declared = manifest_.find("format"); declared && *declared != version)
     return invalid("MANIFEST section: says format ", *declared, ", the header says ", version);
-  std::string error;
-  if (!decode_program(d + program->offset, program->size, &program_, &error))
-    return invalid("PROGRAM section: ", error);
-  Status verified = verify_program(program_, weights_size_);
-  if (!verified) return invalid("PROGRAM section: ", verified.message());
+  CUVIL_RETURN_IF_ERROR(decode_programs(d + programs->offset, programs->size));
+  return decode_buckets(d + buckets->offset, buckets->size);
+}
+
+Status LoadedPackage::decode_programs(const uint8_t* data, uint64_t size) {
+  ByteReader r(data, size);
+  // Each program takes at least its 8-byte size field.
+  const uint32_t n = r.count(8);
+  if (r.failed()) return invalid("PROGRAMS section: truncated program count");
+  if (n == 0) return invalid("PROGRAMS section: holds no program");
+  if (n > kMaxPrograms) return invalid("PROGRAMS section: ", n, " programs exceed the limit ", kMaxPrograms);
+  programs_.assign(n, Program{});
+  for (uint32_t i = 0; i < n; ++i) {
+    const uint64_t bytes = r.u64();
+    if (r.failed() || bytes > r.remaining())
+      return invalid("PROGRAMS section: program ", i, " extends past the end of the section");
+    std::string error;
+    if (!decode_program(data + r.position(), static_cast<size_t>(bytes), &programs_[i], &error))
+      return invalid("PROGRAMS section: program ", i, ": ", error);
+    r.skip(static_cast<size_t>(bytes));
+    Status verified = verify_program(programs_[i], weights_size_);
+    if (!verified) return invalid("PROGRAMS section: program ", i, ": ", verified.message());
+    if (i == 0) continue;
+    if (!same_symbols(programs_[0], programs_[i]))
+      return invalid("PROGRAMS section: program ", i,
+                     "'s symbol table differs from program 0's (all programs share one)");
+    CUVIL_RETURN_IF_ERROR(same_interface(programs_[0], programs_[i], programs_[0].inputs, programs_[i].inputs, "input", i));
+    CUVIL_RETURN_IF_ERROR(same_interface(programs_[0], programs_[i], programs_[0].outputs, programs_[i].outputs, "output", i));
+  }
+  if (r.remaining() != 0)
+    return invalid("PROGRAMS section: ", r.remaining(), " bytes after the last program");
+  return Status::ok();
+}
+
+Status LoadedPackage::decode_buckets(const uint8_t* data, uint64_t size) {
+  ByteReader r(data, size);
+  const uint32_t n = r.count(4);
+  if (r.failed()) return invalid("BUCKETS section: truncated guard count");
+  if (n != programs_.size())
+    return invalid("BUCKETS section: ", n, " guards for ", programs_.size(), " programs (one per program)");
+  const Program& p = programs_.front();
+  guards_.assign(n, BucketGuard{});
+  for (uint32_t i = 0; i < n; ++i) {
+    const uint32_t ranges = r.count(24);
+    if (r.failed()) return invalid("BUCKETS section: guard ", i, " is truncated");
+    if (i + 1 == n && ranges != 0)
+      return invalid("BUCKETS section: the last program's guard must be empty (it takes every shape "
+                     "the earlier guards do not), but it has ", ranges, " ranges");
+    std::vector<uint8_t> seen(p.symbols.size(), 0);
+    for (uint32_t k = 0; k < ranges; ++k) {
+      BucketGuard::Range g;
+      g.symbol = r.u32();
+      const uint32_t zero = r.u32();
+      g.lo = r.i64();
+      g.hi = r.i64();
+      if (r.failed()) return invalid("BUCKETS section: guard ", i, " is truncated");
+      const std::string who = "BUCKETS section: guard " + std::to_string(i) + " range " + std::to_string(k);
+      if (zero != 0) return invalid(who, ": reserved field is ", zero, " (must be 0)");
+      if (g.symbol >= p.symbols.size())
+        return invalid(who, ": symbol ", g.symbol, " out of range (", p.symbols.size(), " symbols)");
+      const Symbol& s = p.symbols[g.symbol];
+      if (s.data_dependent)
+        return invalid(who, ": symbol '", s.name, "' is data-dependent (a guard needs a symbol bound by the inputs)");
+      if (seen[g.symbol]++) return invalid(who, ": symbol '", s.name, "' appears twice in one guard");
+      if (g.lo > g.hi || g.lo < s.lo || g.hi > s.hi)
+        return invalid(who, ": range [", g.lo, ", ", g.hi, "] of '", s.name,
+                       "' is empty or outside its declared range [", s.lo, ", ", s.hi, "]");
+      guards_[i].ranges.push_back(g);
+    }
+  }
+  if (r.remaining() != 0) return invalid("BUCKETS section: ", r.remaining(), " bytes after the last guard");
   return Status::ok();
 }
 

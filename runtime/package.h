@@ -1,5 +1,7 @@
-// The .cuvir package, format 2 (docs/format.md): a fixed header, a section table, and the
-// MANIFEST, WEIGHTS, PROGRAM and (optional) REPORT sections. write_package produces the bytes
+// The .cuvir package, format 3 (docs/format.md): a fixed header, a section table, and the
+// sections of runtime/sections.def: MANIFEST, WEIGHTS, PROGRAMS (one program per shape bucket),
+// BUCKETS (each program's guard) and the optional REPORT; PANELS, STATE, QUANT and PTX are
+// reserved for the issues that define them. write_package produces the bytes
 // (deterministically); LoadedPackage opens a file (memory-mapped, weights used in place) or a
 // memory buffer and verifies ALL of it before returning: header, section table bounds,
 // alignment and overlap, per-section CRC-32C, manifest text, program decoding and
@@ -18,26 +20,57 @@
 
 namespace cuvil::rt {
 
-// ---- format 2 constants (docs/format.md) ----
+// ---- format 3 constants (docs/format.md) ----
 constexpr char kPackageMagic[8] = {'C', 'U', 'V', 'I', 'R', '\0', '\r', '\n'};
-constexpr uint16_t kFormatMajor = 2;  // 2: loop records and reduction-loop kernels in PROGRAM
+// 2: loop records and reduction-loop kernels in PROGRAM. 3: the section table of
+// runtime/sections.def, several programs (PROGRAMS) with guards (BUCKETS).
+constexpr uint16_t kFormatMajor = 3;
 constexpr uint16_t kFormatMinor = 0;
 constexpr uint32_t kKnownFeatures = 0;  // feature bits this runtime understands
-constexpr uint32_t kHeaderSize = 32;    // the format 2.0 header
+constexpr uint32_t kHeaderSize = 32;    // the format 2.0 and 3.0 header
 constexpr uint32_t kSectionEntrySize = 32;
 constexpr uint32_t kMaxSections = 1024;
 constexpr uint32_t kMaxSectionAlignment = 4096;
 constexpr uint32_t kWeightsAlignment = 64;
 constexpr uint32_t kSectionCritical = 1u;  // flags bit 0; bits 1-31 are reserved (zero)
+constexpr uint32_t kMaxPrograms = 256;      // programs (buckets) in one package
 
+// One enumerator per row of runtime/sections.def; the value is the kind stored in the file.
 enum class SectionKind : uint32_t {
-  kManifest = 1,  // UTF-8 "key: value" lines
-  kWeights = 2,   // raw weight bytes, 64-byte aligned, used in place
-  kProgram = 3,   // encode_program bytes
-  kReport = 4,    // compile report text (optional, non-critical)
+#define CUVIL_SECTION(kind, NAME, ...) NAME = kind,
+#include "runtime/sections.def"
+#undef CUVIL_SECTION
 };
-// "MANIFEST", "WEIGHTS", "PROGRAM", "REPORT", or "kind N" for others.
+
+// A row of runtime/sections.def.
+struct SectionInfo {
+  uint32_t kind;
+  const char* name;
+  bool once;       // exactly once (else at most once)
+  bool critical;   // must carry the critical flag
+  uint32_t min_alignment;
+  bool reserved;   // declared, not read by this runtime
+  const char* owner;
+  const char* contents;
+};
+const std::vector<SectionInfo>& section_table();
+const SectionInfo* find_section_info(uint32_t kind);  // null for an unknown kind
+// The table's name, or "kind N" for others.
 std::string section_kind_name(uint32_t kind);
+
+// Which program of a package runs: the first whose guard holds for the bound symbols. A
+// guard is a list of inclusive ranges of shape symbols (indices into the programs' common
+// symbol table); an empty guard always holds, and the last program's guard must be empty so
+// that every shape inside the declared ranges has a program.
+struct BucketGuard {
+  struct Range {
+    uint32_t symbol = 0;
+    int64_t lo = 0, hi = 0;
+  };
+  std::vector<Range> ranges;
+};
+// "seq in [2, 16], batch in [1, 1]" or "always" (symbol names from `p`).
+std::string guard_to_string(const BucketGuard& g, const Program& p);
 
 struct SectionEntry {
   uint32_t kind = 0;
@@ -66,10 +99,14 @@ Status parse_manifest(std::string_view text, Manifest* out);
 std::string render_manifest(const std::vector<ManifestEntry>& entries);
 
 // ---- writing ----
+struct PackageProgram {
+  Program program;    // encoded with encode_program; not verified here
+  BucketGuard guard;  // empty for the last (or only) program
+};
 struct PackageContents {
   std::string manifest;          // text, written verbatim (see render_manifest)
   std::vector<uint8_t> weights;  // the WEIGHTS section
-  Program program;               // encoded with encode_program; not verified here
+  std::vector<PackageProgram> programs;  // PROGRAMS and BUCKETS, in selection order
   std::string report;            // REPORT section; omitted when empty
 };
 // The package bytes. Deterministic: the same contents give the same bytes (padding is zero,
@@ -106,7 +143,11 @@ class LoadedPackage {
   uint32_t features() const { return features_; }
   const std::vector<SectionEntry>& sections() const { return sections_; }
   const Manifest& manifest() const { return manifest_; }
-  const Program& program() const { return program_; }
+  // Every program, in selection order (at least one). They share the symbol table, the
+  // inputs and the outputs (checked at load), so program() serves for those.
+  const std::vector<Program>& programs() const { return programs_; }
+  const std::vector<BucketGuard>& guards() const { return guards_; }
+  const Program& program() const { return programs_.front(); }
   // The WEIGHTS section, inside the mapping (or copy): 64-byte aligned, read-only.
   const uint8_t* weights() const { return weights_; }
   uint64_t weights_size() const { return weights_size_; }
@@ -118,6 +159,8 @@ class LoadedPackage {
  private:
   LoadedPackage() = default;
   Status verify_and_decode();
+  Status decode_programs(const uint8_t* data, uint64_t size);
+  Status decode_buckets(const uint8_t* data, uint64_t size);
 
   const uint8_t* data_ = nullptr;
   size_t size_ = 0;
@@ -128,7 +171,8 @@ class LoadedPackage {
   uint32_t features_ = 0;
   std::vector<SectionEntry> sections_;
   Manifest manifest_;
-  Program program_;
+  std::vector<Program> programs_;
+  std::vector<BucketGuard> guards_;
   std::string report_;
   const uint8_t* weights_ = nullptr;
   uint64_t weights_size_ = 0;

@@ -1,4 +1,4 @@
-// Names from the ISA table, and the binary encoding of a Program (the PROGRAM section).
+// Names from the ISA table, and the binary encoding of a Program (one program of the PROGRAMS section).
 // Layout: docs/format.md. All integers little-endian; every list is a u32 count then items.
 #include "runtime/program.h"
 

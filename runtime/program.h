@@ -185,7 +185,7 @@ struct Program {
   std::vector<LoopDesc> loops;    // loop records (LoopInit/LoopTest/LoopNext/LoopExit)
 };
 
-// Binary encoding of a Program (the PROGRAM section) and its checked decoding.
+// Binary encoding of a Program (one program of the PROGRAMS section) and its checked decoding.
 std::vector<uint8_t> encode_program(const Program& p);
 // Decoding checks every length against the remaining bytes; semantic checks are the
 // verifier's (runtime/verifier.h). Returns false with a message on malformed input.

@@ -180,9 +180,9 @@ class RunOpContext : public OpContext {
       return Status::ok();
     }
     const uint32_t t = node_.outputs[i];
-    if (dtype != s_.program_.tensors[t].dtype)
+    if (dtype != s_.program_->tensors[t].dtype)
       return error(StatusCode::kRuntime, "output ", i, " has dtype ", dtype_name(dtype),
-                   " but the compiled program expects ", dtype_name(s_.program_.tensors[t].dtype));
+                   " but the compiled program expects ", dtype_name(s_.program_->tensors[t].dtype));
     CUVIL_RETURN_IF_ERROR(s_.materialize(t, dims, dispatch_.who));
     *out = &s_.views_[t];
     return Status::ok();
@@ -199,30 +199,66 @@ class RunOpContext : public OpContext {
   std::vector<std::pair<std::vector<uint8_t>, TensorView>> scratch_;
 };
 
-Session::Session(std::shared_ptr<const LoadedPackage> package, const SessionOptions& options)
-    : package_(std::move(package)),
-      program_(package_->program()),
-      options_(options),
-      eval_(program_) {
-  inputs_.resize(program_.inputs.size());
-  views_.resize(program_.tensors.size());
-  ready_.assign(program_.tensors.size(), 0);
-  heap_.resize(program_.tensors.size());
-  loops_.resize(program_.loops.size());
-  for (size_t i = 0; i < loops_.size(); ++i) {
-    loops_[i].who = "loop '" + program_.loops[i].name + "'";
-    loops_[i].who_state = loops_[i].who + " state";
-    loops_[i].who_scan_input = loops_[i].who + " scan input";
-    loops_[i].who_counter = loops_[i].who + " counter";
-    loops_[i].who_condition = loops_[i].who + " condition";
-    loops_[i].who_result = loops_[i].who + " result";
-    loops_[i].who_scan_output = loops_[i].who + " scan output";
+Session::ProgramState::ProgramState(const Program& p) : program(p), eval(p) {
+  loops.resize(p.loops.size());
+  for (size_t i = 0; i < loops.size(); ++i) {
+    loops[i].who = "loop '" + p.loops[i].name + "'";
+    loops[i].who_state = loops[i].who + " state";
+    loops[i].who_scan_input = loops[i].who + " scan input";
+    loops[i].who_counter = loops[i].who + " counter";
+    loops[i].who_condition = loops[i].who + " condition";
+    loops[i].who_result = loops[i].who + " result";
+    loops[i].who_scan_output = loops[i].who + " scan output";
   }
   // Everything a run would otherwise look up or spell per instruction.
-  dispatch_.reserve(program_.nodes.size());
-  for (const NodeRecord& node : program_.nodes) dispatch_.push_back(std::make_unique<NodeDispatch>(node));
-  kernel_who_.reserve(program_.kernels.size());
-  for (const TileKernel& k : program_.kernels) kernel_who_.push_back("kernel " + k.name);
+  dispatch.reserve(p.nodes.size());
+  for (const NodeRecord& node : p.nodes) dispatch.push_back(std::make_unique<NodeDispatch>(node));
+  kernel_who.reserve(p.kernels.size());
+  for (const TileKernel& k : p.kernels) kernel_who.push_back("kernel " + k.name);
+}
+
+Session::Session(std::shared_ptr<const LoadedPackage> package, const SessionOptions& options)
+    : package_(std::move(package)), options_(options) {
+  // Every program's dispatch is resolved now; a run only switches pointers.
+  size_t tensors = 0;
+  for (const Program& p : package_->programs()) {
+    states_.push_back(std::make_unique<ProgramState>(p));
+    tensors = std::max(tensors, p.tensors.size());
+  }
+  activate(0);
+  inputs_.resize(program_->inputs.size());  // the same inputs in every program (checked at load)
+  views_.resize(tensors);
+  ready_.assign(tensors, 0);
+  heap_.resize(tensors);
+}
+
+void Session::activate(size_t index) {
+  active_ = index;
+  ps_ = states_[index].get();
+  program_ = &ps_->program;
+  eval_ = &ps_->eval;
+}
+
+// The first program whose guard holds for the symbols bound from the inputs (the last
+// program's guard is empty, so there always is one).
+size_t Session::select_program() const {
+  const std::vector<BucketGuard>& guards = package_->guards();
+  for (size_t i = 0; i < guards.size(); ++i) {
+    bool holds = true;
+    for (const BucketGuard::Range& r : guards[i].ranges) {
+      if (!eval_->bound(r.symbol)) {
+        holds = false;
+        break;
+      }
+      const int64_t v = eval_->symbol_value(r.symbol);
+      if (v < r.lo || v > r.hi) {
+        holds = false;
+        break;
+      }
+    }
+    if (holds) return i;
+  }
+  return guards.size() - 1;
 }
 
 Status Session::create(std::shared_ptr<const LoadedPackage> package, const SessionOptions& options,
@@ -256,10 +292,10 @@ void Session::enable_run_stats(bool on) {
 
 Status Session::set_input(size_t index, DType dtype, const std::vector<int64_t>& dims,
                           const void* data, size_t bytes) {
-  if (index >= program_.inputs.size())
+  if (index >= program_->inputs.size())
     return make_status(StatusCode::kInvalidArgument, "input index ", index, " out of range (model has ",
-                       program_.inputs.size(), " inputs)");
-  const TensorDesc& d = program_.tensors[program_.inputs[index]];
+                       program_->inputs.size(), " inputs)");
+  const TensorDesc& d = program_->tensors[program_->inputs[index]];
   if (dtype != d.dtype)
     return make_status(StatusCode::kInvalidArgument, "input '", d.name, "': dtype ", dtype_name(dtype),
                        ", expected ", dtype_name(d.dtype));
@@ -287,10 +323,10 @@ Status Session::set_input(size_t index, DType dtype, const std::vector<int64_t>&
 
 Status Session::set_input(const std::string& name, DType dtype, const std::vector<int64_t>& dims,
                           const void* data, size_t bytes) {
-  for (size_t i = 0; i < program_.inputs.size(); ++i)
-    if (program_.tensors[program_.inputs[i]].name == name) return set_input(i, dtype, dims, data, bytes);
+  for (size_t i = 0; i < program_->inputs.size(); ++i)
+    if (program_->tensors[program_->inputs[i]].name == name) return set_input(i, dtype, dims, data, bytes);
   std::string names;
-  for (uint32_t t : program_.inputs) names += (names.empty() ? "" : ", ") + program_.tensors[t].name;
+  for (uint32_t t : program_->inputs) names += (names.empty() ? "" : ", ") + program_->tensors[t].name;
   return make_status(StatusCode::kInvalidArgument, "unknown input '", name, "' (inputs: ", names, ")");
 }
 
@@ -298,42 +334,42 @@ Status Session::bind_inputs() {
   for (size_t i = 0; i < inputs_.size(); ++i)
     if (!inputs_[i].set)
       return make_status(StatusCode::kInvalidArgument, "input '",
-                         program_.tensors[program_.inputs[i]].name,
+                         program_->tensors[program_->inputs[i]].name,
                          "' is not set (every input must be set before each run)");
   // Bare-symbol dims bind symbols; then every dim expression must agree with the input.
   for (size_t i = 0; i < inputs_.size(); ++i) {
-    const TensorDesc& d = program_.tensors[program_.inputs[i]];
+    const TensorDesc& d = program_->tensors[program_->inputs[i]];
     for (size_t k = 0; k < d.dims.size(); ++k) {
-      uint32_t s = eval_.as_symbol(d.dims[k]);
+      uint32_t s = eval_->as_symbol(d.dims[k]);
       // The message's source is spelled only when the binding fails.
-      if (s != kNone && !eval_.try_bind(s, inputs_[i].dims[k]))
-        return eval_.bind(s, inputs_[i].dims[k], "input '" + d.name + "' dim " + std::to_string(k));
+      if (s != kNone && !eval_->try_bind(s, inputs_[i].dims[k]))
+        return eval_->bind(s, inputs_[i].dims[k], "input '" + d.name + "' dim " + std::to_string(k));
     }
   }
   for (size_t i = 0; i < inputs_.size(); ++i) {
-    const TensorDesc& d = program_.tensors[program_.inputs[i]];
+    const TensorDesc& d = program_->tensors[program_->inputs[i]];
     for (size_t k = 0; k < d.dims.size(); ++k) {
       int64_t v = 0;
       bool unbound = false;
-      CUVIL_RETURN_IF_ERROR(eval_.eval(d.dims[k], &v, &unbound));
+      CUVIL_RETURN_IF_ERROR(eval_->eval(d.dims[k], &v, &unbound));
       if (unbound)
         return make_status(StatusCode::kShape, "input '", d.name, "' dim ", k, " (",
-                           eval_.to_string(d.dims[k]), ") cannot be determined from the inputs");
+                           eval_->to_string(d.dims[k]), ") cannot be determined from the inputs");
       if (v != inputs_[i].dims[k])
         return make_status(StatusCode::kShape, "input '", d.name, "' dim ", k, " is ", inputs_[i].dims[k],
-                           " but the model requires ", eval_.to_string(d.dims[k]), " = ", v);
+                           " but the model requires ", eval_->to_string(d.dims[k]), " = ", v);
     }
   }
   return Status::ok();
 }
 
 Status Session::eval_dims(uint32_t t, std::vector<int64_t>* dims, bool* unbound) {
-  const TensorDesc& d = program_.tensors[t];
+  const TensorDesc& d = program_->tensors[t];
   dims->resize(d.dims.size());
   *unbound = false;
   for (size_t k = 0; k < d.dims.size(); ++k) {
     bool u = false;
-    CUVIL_RETURN_IF_ERROR(eval_.eval(d.dims[k], &(*dims)[k], &u));
+    CUVIL_RETURN_IF_ERROR(eval_->eval(d.dims[k], &(*dims)[k], &u));
     if (u) *unbound = true;
   }
   return Status::ok();
@@ -341,7 +377,7 @@ Status Session::eval_dims(uint32_t t, std::vector<int64_t>* dims, bool* unbound)
 
 Status Session::prepare_tensors() {
   int64_t arena_size = 0;
-  CUVIL_RETURN_IF_ERROR(eval_.eval(program_.arena_size, &arena_size));
+  CUVIL_RETURN_IF_ERROR(eval_->eval(program_->arena_size, &arena_size));
   if (arena_size < 0 || static_cast<uint64_t>(arena_size) > kMaxTensorBytes)
     return make_status(StatusCode::kOutOfMemory, "arena of ", arena_size, " bytes is too large");
   if (static_cast<size_t>(arena_size) > arena_capacity_) {
@@ -355,8 +391,8 @@ Status Session::prepare_tensors() {
     arena_capacity_ = cap;
   }
   const uint8_t* weights = package_->weights();
-  for (uint32_t t = 0; t < program_.tensors.size(); ++t) {
-    const TensorDesc& d = program_.tensors[t];
+  for (uint32_t t = 0; t < program_->tensors.size(); ++t) {
+    const TensorDesc& d = program_->tensors[t];
     TensorView& v = views_[t];
     v.dtype = d.dtype;
     v.data = nullptr;
@@ -386,7 +422,7 @@ Status Session::prepare_tensors() {
           CUVIL_RETURN_IF_ERROR(eval_dims(t, &dims, &unbound));
           if (unbound) return make_status(StatusCode::kInvalidPackage, "arena tensor '", d.name, "' has unbound dims");
           int64_t off = 0;
-          CUVIL_RETURN_IF_ERROR(eval_.eval(d.arena_offset, &off));
+          CUVIL_RETURN_IF_ERROR(eval_->eval(d.arena_offset, &off));
           auto bytes = byte_size(d.dtype, dims);
           if (!bytes || off < 0 || !range_within(static_cast<uint64_t>(off), *bytes, static_cast<uint64_t>(arena_size)))
             return make_status(StatusCode::kInvalidPackage, "arena tensor '", d.name, "' at offset ", off,
@@ -402,25 +438,25 @@ Status Session::prepare_tensors() {
 }
 
 Status Session::materialize(uint32_t t, const std::vector<int64_t>& dims, const std::string& who) {
-  const TensorDesc& d = program_.tensors[t];
+  const TensorDesc& d = program_->tensors[t];
   if (dims.size() != d.dims.size())
     return make_status(StatusCode::kShape, who, " produced '", d.name, "' with rank ", dims.size(),
                        " but the compiled shape has rank ", d.dims.size());
   for (size_t k = 0; k < dims.size(); ++k) {
     int64_t v = 0;
     bool unbound = false;
-    CUVIL_RETURN_IF_ERROR(eval_.eval(d.dims[k], &v, &unbound));
+    CUVIL_RETURN_IF_ERROR(eval_->eval(d.dims[k], &v, &unbound));
     if (unbound) {
-      uint32_t s = eval_.as_symbol(d.dims[k]);
+      uint32_t s = eval_->as_symbol(d.dims[k]);
       if (s == kNone)
         return make_status(StatusCode::kShape, who, ": dim ", k, " of '", d.name, "' (",
-                           eval_.to_string(d.dims[k]), ") depends on a value not known yet");
-      if (!eval_.try_bind(s, dims[k])) return eval_.bind(s, dims[k], who + " output '" + d.name + "'");
-      CUVIL_RETURN_IF_ERROR(eval_.eval(d.dims[k], &v));
+                           eval_->to_string(d.dims[k]), ") depends on a value not known yet");
+      if (!eval_->try_bind(s, dims[k])) return eval_->bind(s, dims[k], who + " output '" + d.name + "'");
+      CUVIL_RETURN_IF_ERROR(eval_->eval(d.dims[k], &v));
     }
     if (v != dims[k])
       return make_status(StatusCode::kShape, who, " produced '", d.name, "' with shape ", dims_text(dims),
-                         " but the compiled shape says dim ", k, " = ", eval_.to_string(d.dims[k]), " = ", v);
+                         " but the compiled shape says dim ", k, " = ", eval_->to_string(d.dims[k]), " = ", v);
   }
   TensorView& view = views_[t];
   if (d.kind == TensorKind::kIntermediate && d.arena_offset != kNone) {
@@ -439,21 +475,21 @@ Status Session::materialize(uint32_t t, const std::vector<int64_t>& dims, const 
 
 Status Session::copy_tensor(uint32_t dst, uint32_t src) {
   if (!ready_[src])
-    return make_status(StatusCode::kRuntime, "Copy: tensor '", program_.tensors[src].name, "' has no value");
+    return make_status(StatusCode::kRuntime, "Copy: tensor '", program_->tensors[src].name, "' has no value");
   CUVIL_RETURN_IF_ERROR(materialize(dst, views_[src].dims, "Copy"));
   if (views_[src].bytes()) std::memmove(views_[dst].data, views_[src].data, views_[src].bytes());
   return Status::ok();
 }
 
 Status Session::call_op(uint32_t node_index) {
-  const NodeRecord& node = program_.nodes[node_index];
-  const NodeDispatch& dispatch = *dispatch_[node_index];
+  const NodeRecord& node = program_->nodes[node_index];
+  const NodeDispatch& dispatch = *ps_->dispatch[node_index];
   const OpKernelFn fn = dispatch.fn;
   if (!fn)
     return make_status(StatusCode::kUnsupported, "no CPU kernel for op ", node.op_type, " (node '", node.name, "')");
   for (uint32_t in : node.inputs)
     if (in != kNone && !ready_[in])
-      return make_status(StatusCode::kRuntime, "node '", node.name, "' reads '", program_.tensors[in].name,
+      return make_status(StatusCode::kRuntime, "node '", node.name, "' reads '", program_->tensors[in].name,
                          "' before it has a value");
   RunOpContext ctx(*this, node, dispatch);
   const int64_t t0 = collect_stats_ ? stats_clock_ns() : 0;
@@ -463,23 +499,23 @@ Status Session::call_op(uint32_t node_index) {
   for (uint32_t out : node.outputs)
     if (out != kNone && !ready_[out])
       return make_status(StatusCode::kRuntime, node.op_type, " node '", node.name, "' did not produce '",
-                         program_.tensors[out].name, "'");
+                         program_->tensors[out].name, "'");
   return Status::ok();
 }
 
 Status Session::run_kernel(uint32_t kernel_index) {
-  const TileKernel& k = program_.kernels[kernel_index];
-  const std::string& who = kernel_who_[kernel_index];
+  const TileKernel& k = program_->kernels[kernel_index];
+  const std::string& who = ps_->kernel_who[kernel_index];
   std::vector<int64_t>& dims = dims_scratch_;
   dims.resize(k.domain.size());
-  for (size_t i = 0; i < dims.size(); ++i) CUVIL_RETURN_IF_ERROR(eval_.eval(k.domain[i], &dims[i]));
+  for (size_t i = 0; i < dims.size(); ++i) CUVIL_RETURN_IF_ERROR(eval_->eval(k.domain[i], &dims[i]));
   // Tensors the body stores get storage with the domain's dims; loaded ones must exist.
   for (size_t pc = 0; pc < k.body.size();) {
     auto op = static_cast<TileOpcode>(k.body[pc]);
     if (op == TileOpcode::Store) {
       uint32_t t = k.maps[k.body[pc + 1]].tensor;
       if (!ready_[t]) {
-        const TensorDesc& d = program_.tensors[t];
+        const TensorDesc& d = program_->tensors[t];
         if (d.dims.size() == dims.size()) {
           CUVIL_RETURN_IF_ERROR(materialize(t, dims, who));
         } else {
@@ -489,7 +525,7 @@ Status Session::run_kernel(uint32_t kernel_index) {
           own.resize(d.dims.size());
           for (size_t i = 0; i < own.size(); ++i) {
             bool unbound = false;
-            CUVIL_RETURN_IF_ERROR(eval_.eval(d.dims[i], &own[i], &unbound));
+            CUVIL_RETURN_IF_ERROR(eval_->eval(d.dims[i], &own[i], &unbound));
             if (unbound)
               return make_status(StatusCode::kShape, "kernel ", k.name, ": dim ", i, " of '", d.name,
                                  "' depends on a value not known yet");
@@ -500,20 +536,20 @@ Status Session::run_kernel(uint32_t kernel_index) {
     } else if (op == TileOpcode::Load) {
       uint32_t t = k.maps[k.body[pc + 2]].tensor;
       if (!ready_[t])
-        return make_status(StatusCode::kRuntime, "kernel ", k.name, " reads '", program_.tensors[t].name,
+        return make_status(StatusCode::kRuntime, "kernel ", k.name, " reads '", program_->tensors[t].name,
                            "' before it has a value");
     }
     pc += 1 + std::strlen(tile_opcode_operands(op));
   }
-  if (!collect_stats_) return run_tile_kernel(program_, kernel_index, eval_, views_, pool_);
+  if (!collect_stats_) return run_tile_kernel(*program_, kernel_index, *eval_, views_, pool_);
   const int64_t t0 = stats_clock_ns();
-  Status st = run_tile_kernel(program_, kernel_index, eval_, views_, pool_);
+  Status st = run_tile_kernel(*program_, kernel_index, *eval_, views_, pool_);
   stats_.kernel_ns += stats_clock_ns() - t0;
   return st;
 }
 
 Status Session::execute() {
-  const std::vector<uint32_t>& code = program_.code;
+  const std::vector<uint32_t>& code = program_->code;
   size_t pc = 0;
   for (;;) {
     // Before every instruction: a kernel that a stop cut short (its pool skipped chunks) is
@@ -539,7 +575,7 @@ Status Session::execute() {
         uint32_t t = code[pc + 1];
         const TensorView& v = views_[t];
         if (!ready_[t] || v.numel() < 1)
-          return make_status(StatusCode::kRuntime, "branch condition '", program_.tensors[t].name, "' has no value");
+          return make_status(StatusCode::kRuntime, "branch condition '", program_->tensors[t].name, "' has no value");
         bool truth = false;
         switch (v.dtype) {
           case DType::Bool: case DType::UInt8: case DType::Int8: truth = *v.as<uint8_t>() != 0; break;
@@ -582,27 +618,38 @@ Status Session::execute() {
 }
 
 Status Session::stopped_at(size_t pc, const char* before_or_in) const {
-  const auto op = static_cast<Opcode>(program_.code[pc]);
+  const auto op = static_cast<Opcode>(program_->code[pc]);
   std::string where = std::string(before_or_in) + " instruction " + std::to_string(pc) + " (" + opcode_name(op);
-  if (op == Opcode::CallOp) where += " node '" + program_.nodes[program_.code[pc + 1]].name + "'";
-  if (op == Opcode::RunKernel) where += " kernel " + program_.kernels[program_.code[pc + 1]].name;
+  if (op == Opcode::CallOp) where += " node '" + program_->nodes[program_->code[pc + 1]].name + "'";
+  if (op == Opcode::RunKernel) where += " kernel " + program_->kernels[program_->code[pc + 1]].name;
   return stop_.status(where + ")");
 }
 
 Status Session::run() {
   last_run_ok_ = false;
-  eval_.reset();
+  eval_->reset();
+  if (states_.size() > 1)
+    for (uint8_t& r : ready_) r = 0;  // a tensor of another program must not look ready
   stop_.begin(options_.deadline_ms);
   stats_ = RunStats{};
   const int64_t start_ns = collect_stats_ ? stats_clock_ns() : 0;
   Status st = [this, start_ns]() -> Status {
+    // Bind with the program that ran last (usually the one that runs again), then choose.
     CUVIL_RETURN_IF_ERROR(bind_inputs());
+    if (states_.size() > 1) {
+      const size_t chosen = select_program();
+      if (chosen != active_) {
+        activate(chosen);
+        eval_->reset();
+        CUVIL_RETURN_IF_ERROR(bind_inputs());
+      }
+    }
     CUVIL_RETURN_IF_ERROR(prepare_tensors());
     if (collect_stats_) stats_.bind_ns = stats_clock_ns() - start_ns;
     CUVIL_RETURN_IF_ERROR(execute());
-    for (uint32_t t : program_.outputs)
+    for (uint32_t t : program_->outputs)
       if (!ready_[t])
-        return make_status(StatusCode::kRuntime, "output '", program_.tensors[t].name, "' was not produced");
+        return make_status(StatusCode::kRuntime, "output '", program_->tensors[t].name, "' was not produced");
     return Status::ok();
   }();
   // Input data is borrowed only until run() returns (cuvil.h): forget it, whatever the
@@ -612,7 +659,7 @@ Status Session::run() {
     b.data = nullptr;
     b.bytes = 0;
   }
-  for (uint32_t t : program_.inputs) views_[t].data = nullptr;
+  for (uint32_t t : program_->inputs) views_[t].data = nullptr;
   if (collect_stats_) stats_.total_ns = stats_clock_ns() - start_ns;
   stop_.end();
   last_run_ok_ = st.is_ok();
@@ -620,8 +667,8 @@ Status Session::run() {
 }
 
 const TensorView* Session::output(size_t index) const {
-  if (!last_run_ok_ || index >= program_.outputs.size()) return nullptr;
-  return &views_[program_.outputs[index]];
+  if (!last_run_ok_ || index >= program_->outputs.size()) return nullptr;
+  return &views_[program_->outputs[index]];
 }
 
 }  // namespace cuvil::rt

@@ -1,6 +1,7 @@
-// A session runs one loaded program: it binds input shapes (evaluating the expression table:
+// A session runs a loaded package: it binds input shapes (evaluating the expression table:
 // the whole "JIT"), sizes the arena, checks every tile access of every kernel against the
-// bound shapes, and interprets the code (whole-tensor kernels through the op table, tile
+// bound shapes, picks the package's program whose bucket guard holds (runtime/package.h,
+// BucketGuard), and interprets the code (whole-tensor kernels through the op table, tile
 // kernels through runtime/cpu/tile_interpreter). A failed run leaves the session usable.
 // Before every instruction, and through the thread pool before every chunk of a kernel, the
 // run asks its RunStop (runtime/run_stop.h) whether its deadline has passed or another thread
@@ -50,7 +51,11 @@ class Session {
                        std::unique_ptr<Session>* out);
   ~Session();
 
-  const Program& program() const { return program_; }
+  // The program that ran last (or the first before any run); every program has the same
+  // inputs and outputs.
+  const Program& program() const { return *program_; }
+  // Its index in the package's programs (the bucket).
+  size_t program_index() const { return active_; }
   // Input by position; data is borrowed until run() returns.
   Status set_input(size_t index, DType dtype, const std::vector<int64_t>& dims, const void* data,
                    size_t bytes);
@@ -95,21 +100,39 @@ class Session {
 
   friend class RunOpContext;
 
-  // Resolved when the session is made, so that a run looks nothing up by name and spells no
-  // message unless it fails: per node its kernel, attributes and message prefix; per tile
-  // kernel its prefix.
-  std::vector<std::unique_ptr<NodeDispatch>> dispatch_;  // NodeDispatch holds atomics: not movable
-  std::vector<std::string> kernel_who_;  // "kernel <name>"
+  struct LoopRun {  // a loop's scan outputs collected so far
+    std::string who, who_state, who_scan_input;    // message prefixes, made once
+    std::string who_counter, who_condition, who_result, who_scan_output;
+    std::vector<std::vector<uint8_t>> slices;      // per scan output, concatenated
+    std::vector<std::vector<int64_t>> slice_dims;  // per scan output
+    int64_t count = 0;                             // slices collected per scan output
+  };
+  // Per program of the package, resolved when the session is made, so that a run looks
+  // nothing up by name and spells no message unless it fails: per node its kernel,
+  // attributes and message prefix; per tile kernel its prefix; the expression evaluator.
+  struct ProgramState {
+    explicit ProgramState(const Program& p);
+    const Program& program;
+    ExprEvaluator eval;
+    std::vector<std::unique_ptr<NodeDispatch>> dispatch;  // NodeDispatch holds atomics: not movable
+    std::vector<std::string> kernel_who;  // "kernel <name>"
+    std::vector<LoopRun> loops;
+  };
+  void activate(size_t index);
+  size_t select_program() const;
+  std::vector<std::unique_ptr<ProgramState>> states_;
+  size_t active_ = 0;
+  ProgramState* ps_ = nullptr;         // states_[active_]
+  const Program* program_ = nullptr;   // &ps_->program
+  ExprEvaluator* eval_ = nullptr;      // &ps_->eval
   std::vector<int64_t> dims_scratch_, own_dims_scratch_;  // reused by every run
   bool collect_stats_ = false;
   RunStats stats_;
 
   std::shared_ptr<const LoadedPackage> package_;
-  const Program& program_;
   SessionOptions options_;
   RunStop stop_;     // before pool_: the pool asks it, so it must outlive the workers
   ThreadPool pool_;
-  ExprEvaluator eval_;
 
   struct InputBinding {
     bool set = false;
@@ -124,14 +147,6 @@ class Session {
   std::vector<std::vector<uint8_t>> heap_;  // dynamic tensors and outputs, per tensor
   uint8_t* arena_ = nullptr;
   size_t arena_capacity_ = 0;
-  struct LoopRun {  // a loop's scan outputs collected so far
-    std::string who, who_state, who_scan_input;    // message prefixes, made once
-    std::string who_counter, who_condition, who_result, who_scan_output;
-    std::vector<std::vector<uint8_t>> slices;      // per scan output, concatenated
-    std::vector<std::vector<int64_t>> slice_dims;  // per scan output
-    int64_t count = 0;                             // slices collected per scan output
-  };
-  std::vector<LoopRun> loops_;
   bool last_run_ok_ = false;
 };
 

@@ -28,14 +28,14 @@ int64_t product(const std::vector<int64_t>& dims, size_t begin, size_t end) {
 }  // namespace
 
 void Session::start_iteration(const LoopDesc& l) {
-  eval_.unbind(l.symbols);
+  eval_->unbind(l.symbols);
   for (uint32_t t : l.tensors) ready_[t] = 0;
 }
 
 Status Session::read_scalar(uint32_t t, const char* what, int64_t* value) {
   const TensorView& v = views_[t];
   if (!ready_[t] || v.numel() != 1)
-    return make_status(StatusCode::kRuntime, "loop ", what, " '", program_.tensors[t].name,
+    return make_status(StatusCode::kRuntime, "loop ", what, " '", program_->tensors[t].name,
                        "' has no value or is not a single element");
   switch (v.dtype) {
     case DType::Bool: case DType::UInt8: *value = *v.as<uint8_t>(); return Status::ok();
@@ -51,7 +51,7 @@ Status Session::read_scalar(uint32_t t, const char* what, int64_t* value) {
       return Status::ok();
     }
     default:
-      return make_status(StatusCode::kRuntime, "loop ", what, " '", program_.tensors[t].name,
+      return make_status(StatusCode::kRuntime, "loop ", what, " '", program_->tensors[t].name,
                          "' has dtype ", dtype_name(v.dtype));
   }
 }
@@ -66,10 +66,10 @@ Status Session::write_tensor(uint32_t t, const std::vector<int64_t>& dims, const
 }
 
 Status Session::loop_init(uint32_t li) {
-  const LoopDesc& l = program_.loops[li];
-  const std::string& who = loops_[li].who;
+  const LoopDesc& l = program_->loops[li];
+  const std::string& who = ps_->loops[li].who;
   start_iteration(l);
-  LoopRun& run = loops_[li];
+  LoopRun& run = ps_->loops[li];
   run.slices.assign(l.scan_outputs.size(), {});
   run.slice_dims.assign(l.scan_outputs.size(), {});
   run.count = 0;
@@ -77,27 +77,27 @@ Status Session::loop_init(uint32_t li) {
   bool unbound = false;
   CUVIL_RETURN_IF_ERROR(eval_dims(l.counter, &dims, &unbound));
   const int64_t zero = 0;
-  CUVIL_RETURN_IF_ERROR(write_tensor(l.counter, dims, &zero, loops_[li].who_counter));
+  CUVIL_RETURN_IF_ERROR(write_tensor(l.counter, dims, &zero, ps_->loops[li].who_counter));
   if (l.cond != kNone) {
     int64_t c = 1;
     if (l.cond_init != kNone) CUVIL_RETURN_IF_ERROR(read_scalar(l.cond_init, "condition", &c));
     const uint8_t b = c != 0;
     CUVIL_RETURN_IF_ERROR(eval_dims(l.cond, &dims, &unbound));
-    CUVIL_RETURN_IF_ERROR(write_tensor(l.cond, dims, &b, loops_[li].who_condition));
+    CUVIL_RETURN_IF_ERROR(write_tensor(l.cond, dims, &b, ps_->loops[li].who_condition));
   }
   for (size_t i = 0; i < l.state.size(); ++i) {
     const uint32_t src = l.init[i];
     if (!ready_[src])
-      return make_status(StatusCode::kRuntime, who, ": initial value '", program_.tensors[src].name,
+      return make_status(StatusCode::kRuntime, who, ": initial value '", program_->tensors[src].name,
                          "' has no value");
-    CUVIL_RETURN_IF_ERROR(write_tensor(l.state[i], views_[src].dims, views_[src].data, loops_[li].who_state));
+    CUVIL_RETURN_IF_ERROR(write_tensor(l.state[i], views_[src].dims, views_[src].data, ps_->loops[li].who_state));
   }
   return Status::ok();
 }
 
 Status Session::loop_test(uint32_t li, bool* done) {
-  const LoopDesc& l = program_.loops[li];
-  const std::string& who = loops_[li].who;
+  const LoopDesc& l = program_->loops[li];
+  const std::string& who = ps_->loops[li].who;
   int64_t i = 0;
   CUVIL_RETURN_IF_ERROR(read_scalar(l.counter, "counter", &i));
   *done = false;
@@ -118,12 +118,12 @@ Status Session::loop_test(uint32_t li, bool* done) {
   int64_t len = -1;
   for (const LoopScanInput& in : l.scan_inputs) {
     if (!ready_[in.source])
-      return make_status(StatusCode::kRuntime, who, ": scan input '", program_.tensors[in.source].name,
+      return make_status(StatusCode::kRuntime, who, ": scan input '", program_->tensors[in.source].name,
                          "' has no value");
     const int64_t n = views_[in.source].dims[in.axis];
     if (len >= 0 && n != len)
       return make_status(StatusCode::kShape, who, ": scan inputs have different lengths (", len,
-                         " and ", n, " for '", program_.tensors[in.source].name, "')");
+                         " and ", n, " for '", program_->tensors[in.source].name, "')");
     len = n;
   }
   if (len < 0 || i >= len) {
@@ -134,7 +134,7 @@ Status Session::loop_test(uint32_t li, bool* done) {
     const TensorView& src = views_[in.source];
     std::vector<int64_t> dims = src.dims;
     dims.erase(dims.begin() + in.axis);
-    CUVIL_RETURN_IF_ERROR(materialize(in.slice, dims, loops_[li].who_scan_input));
+    CUVIL_RETURN_IF_ERROR(materialize(in.slice, dims, ps_->loops[li].who_scan_input));
     const int64_t index = in.reverse ? len - 1 - i : i;
     const size_t elem = static_cast<size_t>(dtype_bits(src.dtype) / 8);
     const int64_t outer = product(src.dims, 0, in.axis);
@@ -150,9 +150,9 @@ Status Session::loop_test(uint32_t li, bool* done) {
 }
 
 Status Session::loop_next(uint32_t li) {
-  const LoopDesc& l = program_.loops[li];
-  const std::string& who = loops_[li].who;
-  LoopRun& run = loops_[li];
+  const LoopDesc& l = program_->loops[li];
+  const std::string& who = ps_->loops[li].who;
+  LoopRun& run = ps_->loops[li];
   if (run.slices.size() != l.scan_outputs.size())
     return make_status(StatusCode::kRuntime, who, ": LoopNext before LoopInit");
   int64_t i = 0;
@@ -161,18 +161,18 @@ Status Session::loop_next(uint32_t li) {
   for (size_t k = 0; k < l.scan_outputs.size(); ++k) {
     const uint32_t t = l.scan_outputs[k].body;
     if (!ready_[t])
-      return make_status(StatusCode::kRuntime, who, ": scan output '", program_.tensors[t].name,
+      return make_status(StatusCode::kRuntime, who, ": scan output '", program_->tensors[t].name,
                          "' has no value");
     const TensorView& v = views_[t];
     if (run.count == 0) {
       run.slice_dims[k] = v.dims;
     } else if (run.slice_dims[k] != v.dims) {
-      return make_status(StatusCode::kShape, who, ": scan output '", program_.tensors[t].name,
+      return make_status(StatusCode::kShape, who, ": scan output '", program_->tensors[t].name,
                          "' changes shape between iterations");
     }
     const auto* b = static_cast<const uint8_t*>(v.data);
     if (run.slices[k].size() + v.bytes() > (uint64_t{1} << 40))
-      return make_status(StatusCode::kOutOfMemory, who, ": scan output '", program_.tensors[t].name,
+      return make_status(StatusCode::kOutOfMemory, who, ": scan output '", program_->tensors[t].name,
                          "' grows too large");
     run.slices[k].insert(run.slices[k].end(), b, b + v.bytes());
   }
@@ -188,7 +188,7 @@ Status Session::loop_next(uint32_t li) {
   for (size_t s = 0; s < l.state.size(); ++s) {
     const uint32_t t = l.next[s];
     if (!ready_[t])
-      return make_status(StatusCode::kRuntime, who, ": next value '", program_.tensors[t].name,
+      return make_status(StatusCode::kRuntime, who, ": next value '", program_->tensors[t].name,
                          "' has no value");
     next[s].dims = views_[t].dims;
     next[s].data = views_[t].data;
@@ -201,11 +201,11 @@ Status Session::loop_next(uint32_t li) {
   int64_t cond = 1;
   if (l.cond_next != kNone) CUVIL_RETURN_IF_ERROR(read_scalar(l.cond_next, "condition", &cond));
   if (l.cond != kNone && !ready_[l.cond])
-    return make_status(StatusCode::kRuntime, who, ": condition '", program_.tensors[l.cond].name,
+    return make_status(StatusCode::kRuntime, who, ": condition '", program_->tensors[l.cond].name,
                        "' has no value (LoopNext before LoopInit?)");
   start_iteration(l);
   for (size_t s = 0; s < l.state.size(); ++s)
-    CUVIL_RETURN_IF_ERROR(write_tensor(l.state[s], next[s].dims, next[s].data, loops_[li].who_state));
+    CUVIL_RETURN_IF_ERROR(write_tensor(l.state[s], next[s].dims, next[s].data, ps_->loops[li].who_state));
   auto counter = checked_add(i, 1);
   if (!counter) return make_status(StatusCode::kRuntime, who, ": iteration counter overflows");
   *views_[l.counter].as<int64_t>() = *counter;
@@ -214,17 +214,17 @@ Status Session::loop_next(uint32_t li) {
 }
 
 Status Session::loop_exit(uint32_t li) {
-  const LoopDesc& l = program_.loops[li];
-  const std::string& who = loops_[li].who;
-  const LoopRun& run = loops_[li];
+  const LoopDesc& l = program_->loops[li];
+  const std::string& who = ps_->loops[li].who;
+  const LoopRun& run = ps_->loops[li];
   if (run.slices.size() != l.scan_outputs.size())
     return make_status(StatusCode::kRuntime, who, ": LoopExit before LoopInit");
   for (size_t s = 0; s < l.state.size(); ++s) {
     if (l.final[s] == kNone) continue;
     const uint32_t t = l.state[s];
     if (!ready_[t])
-      return make_status(StatusCode::kRuntime, who, ": state '", program_.tensors[t].name, "' has no value");
-    CUVIL_RETURN_IF_ERROR(write_tensor(l.final[s], views_[t].dims, views_[t].data, loops_[li].who_result));
+      return make_status(StatusCode::kRuntime, who, ": state '", program_->tensors[t].name, "' has no value");
+    CUVIL_RETURN_IF_ERROR(write_tensor(l.final[s], views_[t].dims, views_[t].data, ps_->loops[li].who_result));
   }
   for (size_t k = 0; k < l.scan_outputs.size(); ++k) {
     const LoopScanOutput& o = l.scan_outputs[k];
@@ -240,13 +240,13 @@ Status Session::loop_exit(uint32_t li) {
         if (d == o.axis) continue;
         int64_t v = 0;
         bool u = false;
-        CUVIL_RETURN_IF_ERROR(eval_.eval(program_.tensors[o.stacked].dims[d], &v, &u));
+        CUVIL_RETURN_IF_ERROR(eval_->eval(program_->tensors[o.stacked].dims[d], &v, &u));
         slice.push_back(u ? 0 : v);
       }
     }
     std::vector<int64_t> dims = slice;
     dims.insert(dims.begin() + o.axis, run.count);
-    CUVIL_RETURN_IF_ERROR(materialize(o.stacked, dims, loops_[li].who_scan_output));
+    CUVIL_RETURN_IF_ERROR(materialize(o.stacked, dims, ps_->loops[li].who_scan_output));
     const size_t elem = static_cast<size_t>(dtype_bits(views_[o.stacked].dtype) / 8);
     const int64_t outer = product(slice, 0, o.axis);
     const size_t inner = static_cast<size_t>(product(slice, o.axis, slice.size())) * elem;

@@ -203,6 +203,40 @@ TEST_F(CliRun, Bench) {
     EXPECT_MENTIONS(r.out, word);
 }
 
+// A package with two programs (format 3): the compiled one twice, the first guarded to
+// batch in [1, 2]. cuvilc inspect lists both with their guards; cuvil-run runs either,
+// with the same results.
+TEST_F(CliRun, TwoProgramPackage) {
+  std::shared_ptr<rt::LoadedPackage> pkg;
+  rt::Status st = rt::LoadedPackage::open_file(package_, &pkg);
+  ASSERT_TRUE(st.is_ok()) << st.message();
+  rt::PackageContents c;
+  c.manifest = pkg->manifest().text;
+  c.weights.assign(pkg->weights(), pkg->weights() + pkg->weights_size());
+  c.report = pkg->report();
+  ASSERT_EQ(pkg->program().symbols.size(), 1u);
+  c.programs.push_back({pkg->program(), {{{0, 1, 2}}}});
+  c.programs.push_back({pkg->program(), {}});
+  const std::vector<uint8_t> bytes = rt::write_package(c);
+  const std::string two = tmp_.file("two.cuvir");
+  test::write_bytes(two, std::string(bytes.begin(), bytes.end()));
+  RunResult i = run_tool(tmp_.path(), CUVIL_CUVILC, {"inspect", two, "--disasm"});
+  ASSERT_EQ(i.exit_code, 0) << i.err;
+  EXPECT_MENTIONS(i.out, "programs: 2 (the first whose guard holds runs)");
+  EXPECT_MENTIONS(i.out, "program 0: guard batch in [1, 2]; arena");
+  EXPECT_MENTIONS(i.out, "program 1: guard always;");
+  EXPECT_MENTIONS(i.out, "# program 1");
+  for (int64_t batch : {2, 5}) {
+    std::vector<float> x(static_cast<size_t>(batch) * 3);
+    for (size_t k = 0; k < x.size(); ++k) x[k] = kX[k % kX.size()] * static_cast<float>(k + 1);
+    test::write_bytes(tmp_.file("x.npy"), npy_file("<f4", {batch, 3}, raw(x)));
+    const std::string out_dir = tmp_.file("out" + std::to_string(batch));
+    RunResult r = run_tool(tmp_.path(), CUVIL_RUN, {two, "--input", "x=" + tmp_.file("x.npy"), "--output-dir", out_dir});
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    EXPECT_EQ(values<float>(read_npy_file(out_dir + "/y.npy").data), expected_y(x)) << "batch " << batch;
+  }
+}
+
 TEST_F(CliRun, ThreadsAboveTheCapIsAUsageError) {
   RunResult r = run({"--shape", "x=2x3", "--threads", "1000"});
   EXPECT_EQ(r.exit_code, 2) << r.err;
