@@ -10,6 +10,7 @@
 #include <limits>
 
 #include "kernel_harness.h"
+#include "runtime/cpu/cpu_features.h"
 
 using namespace cuvil;
 
@@ -146,7 +147,7 @@ struct KernelRun {
   std::unique_ptr<cuvil::testing::HeapOpContext> ctx;
   rt::Status st;
   KernelRun(const std::string& op, const std::vector<const Tensor*>& inputs, size_t num_outputs,
-            std::map<std::string, Attribute> attrs) {
+            std::map<std::string, Attribute> attrs, int threads = 1) {
     node.op_type = op;
     node.domain = "cuvil";
     node.opset = 1;
@@ -159,7 +160,7 @@ struct KernelRun {
       views.push_back(t ? t->view() : rt::TensorView{});
       ptrs.push_back(t ? &views.back() : nullptr);
     }
-    ctx = std::make_unique<cuvil::testing::HeapOpContext>(node, ptrs, num_outputs);
+    ctx = std::make_unique<cuvil::testing::HeapOpContext>(node, ptrs, num_outputs, threads);
     rt::OpKernelFn fn = rt::find_op_kernel("cuvil", op);
     st = fn ? fn(*ctx) : rt::Status(rt::StatusCode::kUnsupported, "no kernel");
   }
@@ -177,7 +178,7 @@ void expect_close(const std::vector<float>& actual, const std::vector<float>& ex
     ASSERT_NEAR(actual[i], expected[i], 1e-5 + 1e-4 * std::fabs(expected[i])) << what << " element " << i;
 }
 
-void check_attention(const Case& c) {
+void check_attention(const Case& c, int threads = 1) {
   std::map<std::string, Attribute> attrs;
   if (c.scale != 0.0f) attrs["scale"] = attr_float(c.scale);
   if (c.causal) attrs["is_causal"] = attr_int(1);
@@ -188,7 +189,7 @@ void check_attention(const Case& c) {
     in.push_back(&*c.past_k);
     in.push_back(&*c.past_v);
   }
-  KernelRun run("Attention", in, past ? 3 : 1, attrs);
+  KernelRun run("Attention", in, past ? 3 : 1, attrs, threads);
   ASSERT_TRUE(run.st.is_ok()) << run.st.message();
   const Reference r = reference(c);
   const int64_t T = c.k.dims[2] + (past ? c.past_k->dims[2] : 0);
@@ -229,6 +230,36 @@ TEST(FusedAttentionKernel, PastAndPresentWithCausalShorterQuery) {
   c.past_v = random_tensor({2, 2, 5, 8});
   c.causal = 1;  // S = 3 queries over T = 8 keys: query i sees keys j <= i + 5
   check_attention(c);
+}
+
+// Long enough for several query blocks (64 rows each, the last one partial) and for the
+// packed GEMM path, with a past, grouped heads, a broadcast float mask and the causal cut; on
+// every kernel path this CPU has, and bitwise equal on 1 and 3 threads.
+TEST(FusedAttentionKernel, LongSequencesOnEveryPathAndThreadCount) {
+  Case c;
+  c.q = random_tensor({1, 4, 150, 64});
+  c.k = random_tensor({1, 2, 150, 64});
+  c.v = random_tensor({1, 2, 150, 40});
+  c.past_k = random_tensor({1, 2, 37, 64});
+  c.past_v = random_tensor({1, 2, 37, 40});
+  c.mask = random_tensor({1, 1, 150, 187});
+  const rt::CpuPath active = rt::active_cpu_path();
+  for (rt::CpuPath path : rt::supported_cpu_paths()) {
+    SCOPED_TRACE(rt::cpu_path_name(path));
+    ASSERT_TRUE(rt::set_cpu_path_for_testing(path));
+    for (int64_t causal : {0, 1}) {
+      c.causal = causal;
+      check_attention(c, 1);
+      std::vector<const Tensor*> in{&c.q, &c.k, &c.v, &*c.mask, &*c.past_k, &*c.past_v};
+      std::map<std::string, Attribute> attrs;
+      if (causal) attrs["is_causal"] = attr_int(1);
+      KernelRun one("Attention", in, 3, attrs, 1), three("Attention", in, 3, attrs, 3);
+      ASSERT_TRUE(one.st.is_ok() && three.st.is_ok());
+      const std::vector<float> a = one.out(0), b = three.out(0);
+      EXPECT_EQ(0, std::memcmp(a.data(), b.data(), a.size() * 4)) << "1 and 3 threads differ";
+    }
+  }
+  rt::set_cpu_path_for_testing(active);
 }
 
 TEST(FusedAttentionKernel, CausalWithoutPastIsLowerTriangular) {

@@ -1,6 +1,7 @@
 #include "runtime/cpu/tile_interpreter.h"
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <cstring>
 
@@ -237,10 +238,24 @@ constexpr int64_t kMmaRegisterElements = kMmaTileRows * kMmaTileCols;
 // a MatMul tile, 8M multiply-adds; the check costs a clock read, well under 1% of that).
 constexpr int64_t kMaxTilesPerChunk = 16;
 
-// Per-thread scratch: registers and the Mma packing buffers.
+// Per-thread scratch: registers and the Mma packing buffers. The packed a operand of the
+// last Mma is kept for the whole loop depth: the next tiles of the same rows (the other
+// column tiles of a product, which one worker mostly takes in a row) reuse it instead of
+// packing the same [rows x K] again. It is valid for one run of one kernel (`run_id`) and map.
 struct Scratch {
-  std::vector<float> regs, apack, bpack;
+  std::vector<float> regs, bpack;
+  std::vector<float> apack;  // [k][groups][mr]: depth block at k starts at k * groups * mr
+  uint64_t a_run = 0;        // KernelRun id the packed a belongs to (0: none)
+  uint32_t a_map = 0;
+  int64_t a_r0 = -1, a_nr = 0, a_packed_to = 0;  // rows, and depth [0, a_packed_to) packed
 };
+
+// Distinguishes kernel runs for Scratch's packed-a cache (a thread's scratch outlives a run,
+// and the next run may put other data at the same addresses).
+std::atomic<uint64_t> g_kernel_runs{0};
+
+// The tallest register tile of any GEMM path (AVX-512: 14 rows).
+constexpr int64_t kGemmMaxMr = 16;
 
 // Where a tile is and how big: rows [r0, r0 + nr) of the flattened leading dims, cols
 // [c0, c0 + nc); the current chunk of the loop is [k0, k0 + kc).
@@ -252,7 +267,8 @@ class KernelRun {
  public:
   KernelRun(const std::vector<int64_t>& dims, const std::vector<BoundMap>& maps,
             int64_t loop_extent, int64_t register_elements)
-      : dims_(dims), maps_(maps), loop_extent_(loop_extent), reg_elems_(register_elements) {}
+      : dims_(dims), maps_(maps), loop_extent_(loop_extent), reg_elems_(register_elements),
+        id_(g_kernel_runs.fetch_add(1, std::memory_order_relaxed) + 1) {}
 
   // Runs body[begin, end). in_loop: registers written are chunks ([n x kc]).
   void run(const std::vector<Insn>& body, size_t begin, size_t end, bool in_loop,
@@ -298,7 +314,7 @@ class KernelRun {
         case TileOpcode::LoopExtent:
           std::fill(R(in.a[0]), R(in.a[0]) + count, static_cast<float>(loop_extent_));
           break;
-        case TileOpcode::Mma: mma(R(in.a[0]), maps_[in.a[1]], maps_[in.a[2]], t, s); break;
+        case TileOpcode::Mma: mma(R(in.a[0]), in.a[1], maps_[in.a[2]], t, s); break;
         case TileOpcode::Cast: {
           float* d = R(in.a[0]);
           const float* x = R(in.a[1]);
@@ -356,7 +372,8 @@ class KernelRun {
   // domain position (r0 + r, c0) and loop index k0 + j; B(j, c) is map b at (r0, c0 + c) and
   // k0 + j (a tile never spans two matrices: see the Mma tiling in run_tile_kernel). Both are
   // packed for the GEMM micro kernel in depth blocks of gemm_blocking's kc.
-  void mma(float* acc, const BoundMap& a, const BoundMap& b, const TilePos& t, Scratch& s) const {
+  void mma(float* acc, uint32_t a_map, const BoundMap& b, const TilePos& t, Scratch& s) const {
+    const BoundMap& a = maps_[a_map];
     // The active path's register tile decides the packing (runtime/cpu/ops/gemm_micro.h).
     const ops::GemmMicroKernel& uk = ops::gemm_micro_kernel();
     const int64_t MR = uk.mr, NR = uk.nr;
@@ -364,8 +381,19 @@ class KernelRun {
     const float* abase = reinterpret_cast<const float*>(a.base);
     const float* bbase = reinterpret_cast<const float*>(b.base);
     const int64_t groups = (t.nr + MR - 1) / MR, panels = (t.nc + NR - 1) / NR;
-    s.apack.resize(static_cast<size_t>(groups * MR * kdepth));
     s.bpack.resize(static_cast<size_t>(panels * NR * kdepth));
+    // a does not depend on the output column when its column stride is 0 (a product's left
+    // operand): then its packed form is shared by the row's column tiles.
+    const bool a_shared = a.col_stride() == 0;
+    if (!a_shared || s.a_run != id_ || s.a_map != a_map || s.a_r0 != t.r0 || s.a_nr != t.nr) {
+      s.a_run = a_shared ? id_ : 0;
+      s.a_map = a_map;
+      s.a_r0 = t.r0;
+      s.a_nr = t.nr;
+      s.a_packed_to = 0;
+      const size_t need = static_cast<size_t>(groups * MR * (a_shared ? loop_extent_ : kdepth));
+      if (s.apack.size() < need) s.apack.resize(need);
+    }
     const int64_t bcs = b.col_stride();
     const int64_t brow = row_offset(b, dims_, t.r0) + t.c0 * bcs;
     // b a weight of the package, read as a plain (or transposed) matrix: its panels are packed
@@ -379,21 +407,13 @@ class KernelRun {
     for (int64_t p0 = 0; p0 < t.kc; p0 += kdepth) {
       const int64_t depth = std::min(kdepth, t.kc - p0);
       const int64_t k = t.k0 + p0;
-      for (int64_t g = 0; g < groups; ++g) {
-        float* dst = s.apack.data() + g * depth * MR;
-        for (int64_t rr = 0; rr < MR; ++rr) {
-          const int64_t r = g * MR + rr;
-          if (r >= t.nr) {
-            for (int64_t p = 0; p < depth; ++p) dst[p * MR + rr] = 0.f;
-            continue;
-          }
-          const float* src = abase + row_offset(a, dims_, t.r0 + r) + t.c0 * a.col_stride() +
-                             k * a.loop_stride;
-          for (int64_t p = 0; p < depth; ++p) dst[p * MR + rr] = src[p * a.loop_stride];
-        }
+      float* apack = s.apack.data() + (a_shared ? k * groups * MR : 0);
+      if (!a_shared || k + depth > s.a_packed_to) {
+        pack_a(a, t, k, depth, MR, groups, abase, apack);
+        if (a_shared && k == s.a_packed_to) s.a_packed_to = k + depth;
       }
       if (wpanels) {
-        ops::gemm_block_f32(uk, t.nr, depth, t.nc, 0, panels, s.apack.data(),
+        ops::gemm_block_f32(uk, t.nr, depth, t.nc, 0, panels, apack,
                             wpanels->data() + (t.c0 / NR) * loop_extent_ * NR + k * NR,
                             loop_extent_ * NR, acc, t.nc, /*first=*/false, 0.f);
         continue;
@@ -420,8 +440,28 @@ class KernelRun {
           for (int64_t j = cols; j < NR; ++j) d[j] = 0.f;
         }
       }
-      ops::gemm_block_f32(uk, t.nr, depth, t.nc, 0, panels, s.apack.data(), s.bpack.data(),
+      ops::gemm_block_f32(uk, t.nr, depth, t.nc, 0, panels, apack, s.bpack.data(),
                           depth * NR, acc, t.nc, /*first=*/false, 0.f);
+    }
+  }
+
+  // Packs a's rows [r0, r0 + nr) over depth [k, k + depth) as groups of MR rows interleaved
+  // per depth step (gemm_micro.h), zero past the last row. Depth outer and rows inner: the
+  // stores are contiguous and each row is read in order.
+  void pack_a(const BoundMap& a, const TilePos& t, int64_t k, int64_t depth, int64_t MR, int64_t groups,
+              const float* abase, float* out) const {
+    const float* src[kGemmMaxMr];
+    const int64_t ls = a.loop_stride;
+    for (int64_t g = 0; g < groups; ++g) {
+      float* dst = out + g * depth * MR;
+      const int64_t live = std::min(MR, t.nr - g * MR);
+      for (int64_t rr = 0; rr < live; ++rr)
+        src[rr] = abase + row_offset(a, dims_, t.r0 + g * MR + rr) + t.c0 * a.col_stride() + k * ls;
+      for (int64_t p = 0; p < depth; ++p) {
+        float* d = dst + p * MR;
+        for (int64_t rr = 0; rr < live; ++rr) d[rr] = src[rr][p * ls];
+        for (int64_t rr = live; rr < MR; ++rr) d[rr] = 0.f;
+      }
     }
   }
 
@@ -429,6 +469,7 @@ class KernelRun {
   const std::vector<BoundMap>& maps_;
   const int64_t loop_extent_;
   const int64_t reg_elems_;  // floats per register
+  const uint64_t id_;        // this run, for Scratch's packed-a cache
 };
 
 }  // namespace

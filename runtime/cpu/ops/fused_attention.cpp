@@ -1,10 +1,14 @@
-// Reference CPU kernels of cuvil::Attention and cuvil::MaskedSoftmax (the contract is
-// ir/fused_ops.h). Both work one softmax row at a time: MaskedSoftmax over the rows of X,
-// Attention over the (batch, query head, query position) rows with one [T] scratch row of
-// scores per worker chunk, so nothing of size [S, T] is ever materialised. Keys and values are
-// addressed through past/new halves instead of being concatenated (present outputs are written
-// only when wanted). float32 only; the softmax subtracts the row maximum and a row whose every
-// entry is masked to -inf comes out NaN, as Softmax over that row does in the unfused graph.
+// CPU kernels of cuvil::Attention and cuvil::MaskedSoftmax (the contract is ir/fused_ops.h).
+// MaskedSoftmax works one softmax row at a time. Attention works on blocks of up to
+// kQueryBlock query rows of one (batch, head): scores = scale * Q_blk K^T and Y_blk = P V are
+// two GEMMs on the active kernel path (runtime/cpu/ops/gemm_micro.h, single-threaded inside a
+// block, blocks spread over the workers, so 1 and N threads give the same bits), with the
+// mask, the causal cut and the softmax applied row by row in between: a [kQueryBlock, T]
+// scratch per worker, never [S, T]. A causal block multiplies only the keys its last row sees.
+// Keys and values are one contiguous [T, D] matrix per key/value head: the new K and V
+// without a past, otherwise the present outputs (written when wanted) or a concatenated copy.
+// float32 only; the softmax subtracts the row maximum and a row whose every entry is masked to
+// -inf comes out NaN, as Softmax over that row does in the unfused graph.
 #include <cmath>
 #include <limits>
 #include <vector>
@@ -14,6 +18,11 @@
 
 namespace cuvil::rt::ops {
 namespace {
+
+// Query rows per Attention block: a multiple of every path's GEMM register tile rows (4, 6
+// and 14 do not all divide it, but 64 rows keep the last partial group small), and with T
+// keys a [64, T] score block stays in L2 up to a few thousand keys.
+constexpr int64_t kQueryBlock = 64;
 
 // The mask operand shared by both ops: float (added) or bool (false = -inf), read through
 // broadcast strides onto the rows' index space.
@@ -148,10 +157,12 @@ Status kernel_Attention(OpContext& ctx) {
   TensorView* y = nullptr;
   CUVIL_RETURN_IF_ERROR(ctx.allocate_output(0, DType::Float, {B, Hq, S, Dv}, &y));
   // present = concat(past, new) along the sequence axis, written only when wanted.
+  const float* present[3] = {nullptr, nullptr, nullptr};  // by output index, when written
   auto write_present = [&](size_t index, const TensorView* past, const TensorView* now, int64_t width) -> Status {
     if (ctx.num_outputs() <= index || !ctx.output_wanted(index)) return Status::ok();
     TensorView* out = nullptr;
     CUVIL_RETURN_IF_ERROR(ctx.allocate_output(index, DType::Float, {B, Hkv, T, width}, &out));
+    present[index] = out->as<float>();
     float* o = out->as<float>();
     for (int64_t bh = 0; bh < B * Hkv; ++bh) {
       if (P > 0) std::copy_n(past->as<float>() + bh * P * width, P * width, o + bh * T * width);
@@ -165,38 +176,58 @@ Status kernel_Attention(OpContext& ctx) {
 
   const float* qp = q->as<float>();
   const int64_t group = Hq / Hkv;
-  // Row j of the keys (or values) of key/value head (b, g): the past half, then the new one.
-  auto key_row = [&](const TensorView* past, const TensorView* now, int64_t width, int64_t bg, int64_t j) {
-    return j < P ? past->as<float>() + (bg * P + j) * width : now->as<float>() + (bg * L + j - P) * width;
+  // Keys and values as one contiguous [T, width] matrix per key/value head.
+  std::vector<float> k_all, v_all;
+  auto contiguous = [&](size_t present_index, const TensorView* past, const TensorView* now, int64_t width,
+                        std::vector<float>* copy) -> const float* {
+    if (P == 0) return now->as<float>();
+    if (present[present_index]) return present[present_index];
+    copy->resize(static_cast<size_t>(B * Hkv * T * width));
+    for (int64_t bh = 0; bh < B * Hkv; ++bh) {
+      std::copy_n(past->as<float>() + bh * P * width, P * width, copy->data() + bh * T * width);
+      std::copy_n(now->as<float>() + bh * L * width, L * width, copy->data() + bh * T * width + P * width);
+    }
+    return copy->data();
   };
-  const int64_t rows = B * Hq * S;
-  parallel_range(ctx, rows, std::max<int64_t>(1, 4096 / std::max<int64_t>(1, T * (D + Dv))),
-                 [&](int64_t begin, int64_t end) {
-    std::vector<float> scores(static_cast<size_t>(T));
-    for (int64_t r = begin; r < end; ++r) {
-      const int64_t i = r % S, h = (r / S) % Hq, b = r / (S * Hq);
+  const float* keys = contiguous(1, pk, k, D, &k_all);
+  const float* values = contiguous(2, pv, v, Dv, &v_all);
+  if (T == 0) {  // softmax over no keys: NaN rows, as the unfused graph gives
+    std::fill_n(y->as<float>(), y->numel(), std::numeric_limits<float>::quiet_NaN());
+    return Status::ok();
+  }
+
+  const int64_t blocks = (S + kQueryBlock - 1) / kQueryBlock;
+  const int64_t units = B * Hq * blocks;
+  parallel_range(ctx, units, 1, [&](int64_t begin, int64_t end) {
+    std::vector<float> scores(static_cast<size_t>(std::min(S, kQueryBlock) * T));
+    for (int64_t u = begin; u < end; ++u) {
+      const int64_t blk = u % blocks, h = (u / blocks) % Hq, b = u / (blocks * Hq);
       const int64_t bg = b * Hkv + h / group;
-      const float* qrow = qp + r * D;
-      const int64_t moff = mask.present()
-                               ? b * mask.strides[0] + h * mask.strides[1] + i * mask.strides[2] : 0;
-      for (int64_t j = 0; j < T; ++j) {
-        if (causal && j > i + T - S) {
-          scores[j] = -std::numeric_limits<float>::infinity();
-          continue;
+      const int64_t i0 = blk * kQueryBlock, mb = std::min(kQueryBlock, S - i0);
+      // Keys any row of the block sees: all, or up to the last row's causal limit.
+      const int64_t tn = causal ? std::min(T, i0 + mb + T - S) : T;
+      const int64_t row0 = (b * Hq + h) * S + i0;
+      float* yblk = y->as<float>() + row0 * Dv;
+      if (tn <= 0) {  // every key masked for every row
+        std::fill_n(yblk, mb * Dv, std::numeric_limits<float>::quiet_NaN());
+        continue;
+      }
+      const float* kb = keys + bg * T * D;
+      const float* vb = values + bg * T * Dv;
+      gemm(nullptr, false, true, mb, tn, D, scale, qp + row0 * D, D, kb, D, 0.0f, scores.data(), tn);
+      for (int64_t r = 0; r < mb; ++r) {
+        const int64_t i = i0 + r;
+        float* srow = scores.data() + r * tn;
+        if (mask.present()) {
+          const int64_t moff = b * mask.strides[0] + h * mask.strides[1] + i * mask.strides[2];
+          for (int64_t j = 0; j < tn; ++j) srow[j] = mask.apply(srow[j], moff + j * mask.strides[3]);
         }
-        const float* krow = key_row(pk, k, D, bg, j);
-        float dot = 0.0f;
-        for (int64_t d = 0; d < D; ++d) dot += qrow[d] * krow[d];
-        scores[j] = mask.apply(scale * dot, mask.present() ? moff + j * mask.strides[3] : 0);
+        if (causal)
+          for (int64_t j = std::max<int64_t>(0, i + T - S + 1); j < tn; ++j)
+            srow[j] = -std::numeric_limits<float>::infinity();
+        softmax_row(srow, tn);
       }
-      softmax_row(scores.data(), T);
-      float* yrow = y->as<float>() + r * Dv;
-      std::fill_n(yrow, Dv, 0.0f);
-      for (int64_t j = 0; j < T; ++j) {
-        const float p = scores[j];
-        const float* vrow = key_row(pv, v, Dv, bg, j);
-        for (int64_t d = 0; d < Dv; ++d) yrow[d] += p * vrow[d];
-      }
+      gemm(nullptr, false, false, mb, Dv, tn, 1.0f, scores.data(), tn, vb, Dv, 0.0f, yblk, Dv);
     }
   });
   return Status::ok();
