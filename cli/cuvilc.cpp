@@ -45,7 +45,7 @@ constexpr const char* kDimHelp =
     "that `cuvilc inspect` lists. Repeatable.";
 
 constexpr const char* kConfigHelp =
-    "YAML config file with cuvilc's settings (dims, fusion, layout, limits, patterns; docs/config.md). Options "
+    "YAML config file with cuvilc's settings (dims, buckets, fusion, layout, limits, patterns; docs/config.md). Options "
     "given on the command line override the same keys.";
 
 // The settings of one invocation: the config file first, then the command line over it.
@@ -54,6 +54,7 @@ struct CommandLineSettings {
   std::vector<std::string> dims;
   bool no_fusion = false;
   std::string layout;  // --layout, "" when not given
+  std::vector<std::string> buckets;  // --buckets
   CompileLimits limits;                                   // --max-... values
   std::vector<std::pair<LimitId, CLI::Option*>> limit_options;  // to see which were given
 };
@@ -83,6 +84,10 @@ CompileOptions resolve_options(const CommandLineSettings& cl) {
   }
   if (cl.no_fusion) o.fusion = false;
   if (!cl.layout.empty()) o.layout = *parse_layout_choice(cl.layout);  // CLI::IsMember checked it
+  for (const std::string& b : cl.buckets) {
+    std::string error;
+    if (!parse_bucket_option(b, &o.buckets, &error)) fail(ExitCode::kUsage, "--buckets: ", error);
+  }
   for (const auto& [id, opt] : cl.limit_options)
     if (opt->count() > 0) limit_value(o.limits, id) = limit_value(cl.limits, id);
   return o;
@@ -353,9 +358,23 @@ int run_compile(const std::string& path, std::string emit, std::string output, c
     return 0;
   }
   auto stage = Clock::now();
+  const std::vector<codegen::Bucket> buckets = codegen::plan_buckets(m, options.buckets);
   codegen::LowerOptions lo = lower_options(m, options, &report.pattern_matches);
-  codegen::LoweredModel lowered = codegen::lower_model(m, lo);
+  // One lowering per bucket, with the bucket's ranges: every range-dependent decision (proofs,
+  // the memory plan) is made for that bucket. Bucket 0's result is what the report shows.
+  std::vector<codegen::LoweredModel> bucket_programs;
+  for (size_t i = 1; i < buckets.size(); ++i) {
+    Model mb = m;  // shares the graph; only the ranges differ
+    for (const auto& [name, r] : buckets[i].ranges) mb.ranges.set(name, r);
+    bucket_programs.push_back(codegen::lower_model(mb, lo));
+  }
+  codegen::LoweredModel lowered = [&] {
+    Model m0 = m;
+    for (const auto& [name, r] : buckets[0].ranges) m0.ranges.set(name, r);
+    return codegen::lower_model(m0, lo);
+  }();
   report.lower_ms = ms_since(stage);
+  report.buckets = static_cast<int64_t>(buckets.size());
   report.tile_kernels = lowered.fused_kernels;
   report.fused_nodes = lowered.fused_nodes;
   report.op_calls = lowered.call_ops;
@@ -374,7 +393,9 @@ int run_compile(const std::string& path, std::string emit, std::string output, c
   // The weights go from the model's tensors straight into the file (no copy of the package in
   // memory). Before the file replaces `output`, the model is let go (nothing below reads it)
   // and the runtime's own loader verifies the written bytes, mapped from the temporary.
-  codegen::PackagePieces pieces = codegen::build_package_pieces(m, lowered, passes_summary(report.passes));
+  std::vector<codegen::BucketProgram> programs{{&lowered, buckets[0]}};
+  for (size_t i = 1; i < buckets.size(); ++i) programs.push_back({&bucket_programs[i - 1], buckets[i]});
+  codegen::PackagePieces pieces = codegen::build_package_pieces(m, programs, passes_summary(report.passes));
   Pieces data{std::string_view(reinterpret_cast<const char*>(pieces.head.data()), pieces.head.size())};
   data.insert(data.end(), pieces.weights.begin(), pieces.weights.end());
   refuse_output_over_input(output, reads);
@@ -382,6 +403,7 @@ int run_compile(const std::string& path, std::string emit, std::string output, c
     CUVIL_ASSERT(size == pieces.size, "wrote " << size << " package bytes of " << pieces.size);
     pieces.weights.clear();
     lowered.weight_pieces.clear();
+    bucket_programs.clear();
     m = Model{};
     verify_written_package(fd, size);
   });
@@ -392,6 +414,7 @@ int run_compile(const std::string& path, std::string emit, std::string output, c
             << " tile kernels fusing " << lowered.fused_nodes << " nodes, " << lowered.call_ops
             << " op calls"
             << (lowered.skipped_nodes ? ", " + std::to_string(lowered.skipped_nodes) + " shape nodes not needed" : "")
+            << (buckets.size() > 1 ? "; " + std::to_string(buckets.size()) + " bucket programs" : "")
             << "; arena " << lowered.arena_expr << " bytes)\n";
   return 0;
 }
@@ -439,6 +462,13 @@ int main_impl(int argc, char** argv) {
                       "(default) none. Config key layout; pass choose-layout.")
       ->check(CLI::IsMember({"auto", "nchw", "nhwc"}));
   compile->add_option("--dim", compile_settings.dims, kDimHelp);
+  compile->add_option("--buckets", compile_settings.buckets,
+                      "Shape buckets: one program per bucket, the first whose range holds runs. "
+                      "name=b1,b2,... gives inclusive upper bounds of consecutive buckets (seq=1,16,128 "
+                      "with --dim seq=1:512: seq 1, 2..16, 17..128, 129..512); name=pow2 powers of two up "
+                      "to the range's maximum; auto (default) one program. Repeatable (one per symbol; "
+                      "several symbols multiply). Config key buckets; docs/buckets.md.")
+      ->option_text("SPEC");
   compile->add_option("--config", compile_settings.config, kConfigHelp);
   add_limit_options(compile, &compile_settings);
   PipelineFlags pipeline_flags;

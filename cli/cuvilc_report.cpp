@@ -71,6 +71,7 @@ std::string report_to_json(const CompileReport& r) {
   os << "  \"fused_nodes\": " << r.fused_nodes << ",\n";
   os << "  \"op_calls\": " << r.op_calls << ",\n";
   os << "  \"nodes_not_emitted\": " << r.nodes_not_emitted << ",\n";
+  os << "  \"buckets\": " << r.buckets << ",\n";
   os << "  \"tile_kernel_nodes\": [";
   for (size_t k = 0; k < r.kernel_nodes.size(); ++k) {
     os << (k ? ",\n    [" : "\n    [");

@@ -18,6 +18,7 @@ struct CompileReport {
   double import_ms = 0, passes_ms = 0, lower_ms = 0, package_ms = 0, total_ms = 0;
   int64_t nodes_imported = 0, nodes_after_passes = 0;
   int64_t tile_kernels = 0, fused_nodes = 0, op_calls = 0, package_bytes = 0;
+  int64_t buckets = 1;  // programs in the package (codegen/buckets.h)
   int64_t nodes_not_emitted = 0;  // shape operands no lowered code reads (LoweredModel::skipped_nodes)
   std::string arena_bytes;  // symbolic
   std::vector<std::vector<std::string>> kernel_nodes;              // per tile kernel, its nodes

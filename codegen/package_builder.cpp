@@ -12,7 +12,7 @@ namespace cuvil::codegen {
 namespace {
 
 rt::PackageContents package_contents(const Model& model, const LoweredModel& lowered,
-                                     const std::string& passes_report) {
+                                     const std::string& passes_report, size_t programs = 1) {
   const Graph& g = *model.graph;
   std::vector<rt::ManifestEntry> m;
   m.push_back({"cuvil", "0.1.0"});
@@ -24,11 +24,16 @@ rt::PackageContents package_contents(const Model& model, const LoweredModel& low
     m.push_back({"opset", (domain.empty() ? std::string("ai.onnx") : domain) + " " + std::to_string(version)});
   for (ValueId id : g.inputs) m.push_back({"input", value_ref(g.value(id).name).substr(1) + " " + type_to_string(g.value(id))});
   for (ValueId id : g.outputs) m.push_back({"output", value_ref(g.value(id).name).substr(1) + " " + type_to_string(g.value(id))});
-  for (const rt::Symbol& s : lowered.program.symbols)
+  for (rt::Symbol s : lowered.program.symbols) {
+    if (model.ranges.has(s.name)) {  // the declared range, not a bucket's
+      s.lo = model.ranges.get(s.name).lo;
+      s.hi = model.ranges.get(s.name).hi;
+    }
     m.push_back({"symbol", s.name + " " + std::to_string(s.lo) + ":" + (s.hi == INT64_MAX ? std::string() : std::to_string(s.hi)) +
                                (s.data_dependent ? " data-dependent" : "")});
+  }
   m.push_back({"target", "cpu"});
-  m.push_back({"buckets", "1"});  // the compiler writes one program (shape buckets: issue 10)
+  m.push_back({"buckets", std::to_string(programs)});
   m.push_back({"arena_bytes", lowered.arena_expr});
   m.push_back({"intermediate_bytes", lowered.intermediates_expr});
   m.push_back({"weights_bytes", std::to_string(lowered.weights_size)});
@@ -43,9 +48,34 @@ rt::PackageContents package_contents(const Model& model, const LoweredModel& low
 
   rt::PackageContents contents;
   contents.manifest = rt::render_manifest(m);
-  contents.programs.push_back({lowered.program, {}});
+  if (programs == 1) contents.programs.push_back({lowered.program, {}});
   contents.report = report.str();
   return contents;
+}
+
+// `p`'s symbols in `order` (program 0's), with the model's declared ranges: the programs of a
+// package share one symbol table. Expressions refer to symbols by index, so they are renumbered.
+void adopt_symbol_table(rt::Program& p, const rt::Program& order, const Model& model, size_t index) {
+  std::vector<uint32_t> remap(p.symbols.size(), rt::kNone);
+  for (size_t i = 0; i < p.symbols.size(); ++i)
+    for (size_t j = 0; j < order.symbols.size(); ++j)
+      if (order.symbols[j].name == p.symbols[i].name) remap[i] = static_cast<uint32_t>(j);
+  std::string mine, theirs;
+  for (const auto& s : p.symbols) mine += " " + s.name;
+  for (const auto& s : order.symbols) theirs += " " + s.name;
+  for (uint32_t r : remap)
+    CUVIL_ASSERT(r != rt::kNone && p.symbols.size() == order.symbols.size(),
+                 "bucket " << index << " lowered to symbols" << mine << ", bucket 0 to" << theirs);
+  for (rt::ExprOp& op : p.expr_code)
+    if (op.kind == rt::ExprOpKind::kSymbol) op.value = remap[static_cast<size_t>(op.value)];
+  std::vector<rt::Symbol> symbols = order.symbols;
+  for (rt::Symbol& s : symbols) {
+    if (!model.ranges.has(s.name)) continue;
+    const sym::Range r = model.ranges.get(s.name);
+    s.lo = r.lo;
+    s.hi = r.hi;
+  }
+  p.symbols = std::move(symbols);
 }
 
 // Zero bytes for the padding between weights (at most 63 at a time).
@@ -55,6 +85,13 @@ constexpr uint8_t kZeros[64] = {};
 
 PackagePieces build_package_pieces(const Model& model, const LoweredModel& lowered,
                                    const std::string& passes_report) {
+  return build_package_pieces(model, std::vector<BucketProgram>{{&lowered, Bucket{}}}, passes_report);
+}
+
+PackagePieces build_package_pieces(const Model& model, const std::vector<BucketProgram>& programs,
+                                   const std::string& passes_report) {
+  CUVIL_ASSERT(!programs.empty(), "a package needs a program");
+  const LoweredModel& lowered = *programs.front().lowered;
   PackagePieces out;
   uint64_t at = 0;
   uint32_t crc = 0;
@@ -70,7 +107,34 @@ PackagePieces build_package_pieces(const Model& model, const LoweredModel& lower
     add(p.data->bytes.data(), p.data->bytes.size());
   }
   CUVIL_ASSERT(at == lowered.weights_size, "weight pieces do not fill the section");
-  out.head = rt::write_package_head(package_contents(model, lowered, passes_report), at, crc);
+  rt::PackageContents contents = package_contents(model, lowered, passes_report, programs.size());
+  if (programs.size() > 1) {
+    std::ostringstream report;
+    for (size_t i = 0; i < programs.size(); ++i) {
+      const LoweredModel& l = *programs[i].lowered;
+      CUVIL_ASSERT(l.weights_size == lowered.weights_size && l.weight_pieces.size() == lowered.weight_pieces.size(),
+                   "bucket " << i << " places the weights differently from bucket 0");
+      for (size_t w = 0; w < l.weight_pieces.size(); ++w)
+        CUVIL_ASSERT(l.weight_pieces[w].offset == lowered.weight_pieces[w].offset &&
+                         l.weight_pieces[w].data == lowered.weight_pieces[w].data,
+                     "bucket " << i << " places weight " << w << " differently from bucket 0");
+      rt::PackageProgram p{l.program, {}};
+      adopt_symbol_table(p.program, lowered.program, model, i);
+      if (i + 1 < programs.size())
+        for (const auto& [name, r] : programs[i].bucket.ranges) {
+          uint32_t sym = rt::kNone;
+          for (size_t j = 0; j < p.program.symbols.size(); ++j)
+            if (p.program.symbols[j].name == name) sym = static_cast<uint32_t>(j);
+          CUVIL_ASSERT(sym != rt::kNone, "bucket symbol " << name << " is not in the program's symbol table");
+          p.guard.ranges.push_back({sym, r.lo, r.hi});
+        }
+      report << "bucket " << i << ": " << bucket_to_string(programs[i].bucket) << "; " << l.fused_kernels
+             << " tile kernels, " << l.call_ops << " op calls; arena " << l.arena_expr << " bytes\n";
+      contents.programs.push_back(std::move(p));
+    }
+    contents.report += report.str();
+  }
+  out.head = rt::write_package_head(contents, at, crc);
   out.size = out.head.size() + at;
   return out;
 }

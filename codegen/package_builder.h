@@ -9,6 +9,7 @@
 #include <string_view>
 #include <vector>
 
+#include "codegen/buckets.h"
 #include "codegen/lower.h"
 #include "ir/graph.h"
 
@@ -28,6 +29,17 @@ struct PackagePieces {
   uint64_t size = 0;  // head + weights
 };
 PackagePieces build_package_pieces(const Model& model, const LoweredModel& lowered,
+                                   const std::string& passes_report = "");
+
+// One program per shape bucket (codegen/buckets.h), in selection order, each lowered with its
+// bucket's ranges; the weights come from programs[0] (every program must place them alike:
+// checked). The programs' symbol tables are made the same (program 0's order, the model's
+// declared ranges) and each gets its bucket's ranges as its guard, the last an empty one.
+struct BucketProgram {
+  const LoweredModel* lowered;
+  Bucket bucket;
+};
+PackagePieces build_package_pieces(const Model& model, const std::vector<BucketProgram>& programs,
                                    const std::string& passes_report = "");
 
 }  // namespace cuvil::codegen

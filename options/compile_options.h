@@ -19,6 +19,15 @@
 
 namespace cuvil {
 
+// Shape buckets of one symbol (`buckets:` / --buckets; codegen/buckets.h): the inclusive upper
+// bounds of consecutive buckets (`seq=1,16,128`: seq 1, 2..16, 17..128, and 129 up to the
+// declared maximum), or powers of two up to the declared maximum (`seq=pow2`).
+struct BucketSpec {
+  std::string symbol;
+  bool pow2 = false;
+  std::vector<int64_t> bounds;  // strictly increasing, when !pow2
+};
+
 struct CompileOptions {
   // The config file these options were read from ("" when none): an input of the compile,
   // which no output may overwrite.
@@ -37,6 +46,9 @@ struct CompileOptions {
   // nchw by default: the channels-last kernels have not yet been measured against NCHW on an
   // idle machine, and nchw keeps every compile as it was until they are.
   LayoutChoice layout = LayoutChoice::kNchw;
+  // Shape buckets (`buckets:` / --buckets), one spec per symbol; empty (`auto`, the default):
+  // one program, since no lowering decision depends on where in a range a shape lies yet.
+  std::vector<BucketSpec> buckets;
 };
 
 // The largest config file cuvilc reads; configs are hand-written, so this is generous.
@@ -46,6 +58,11 @@ constexpr size_t kMaxConfigBytes = size_t{1} << 20;
 CompileOptions parse_config(std::string_view text, const std::string& display_name);
 // Reads and parses a config file: kIo when it cannot be read, kUsage when it is invalid.
 CompileOptions load_config_file(const std::string& path);
+
+// Parses one --buckets value: "auto" (clears `out`'s specs, returns true), "name=pow2" or
+// "name=b1,b2,..." (strictly increasing non-negative integers). On a syntax error returns
+// false and sets *error to what was expected.
+bool parse_bucket_option(const std::string& text, std::vector<BucketSpec>* out, std::string* error);
 
 // Sets or replaces the range of `name`.
 void set_dim(CompileOptions& options, const std::string& name, sym::Range range);

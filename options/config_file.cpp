@@ -145,6 +145,31 @@ void read_dims(const ConfigReader& r, const YAML::Node& v, const std::string& pa
   });
 }
 
+// buckets: auto | {name: pow2 | [b1, b2, ...] | "b1,b2"}
+void read_buckets(const ConfigReader& r, const YAML::Node& v, const std::string& path, CompileOptions& o) {
+  if (v.IsNull()) return;
+  if (v.IsScalar()) {
+    const std::string text = r.scalar(v, path, "auto or a map of symbol: bounds");
+    if (text != "auto") r.fail_at(v.Mark(), path, ": expected auto or a map of symbol: bounds, got '", text, "'");
+    o.buckets.clear();
+    return;
+  }
+  r.for_each_entry(v, path, {}, [&](const std::string& name, const YAML::Node& spec, const std::string& full) {
+    std::string text = name + "=";
+    if (spec.IsSequence()) {
+      bool first = true;
+      r.for_each_item(spec, full, [&](const YAML::Node& item, const std::string& ipath) {
+        text += (first ? "" : ",") + r.scalar(item, ipath, "a non-negative integer");
+        first = false;
+      });
+    } else {
+      text += r.scalar(spec, full, "pow2 or a list of upper bounds");
+    }
+    std::string error;
+    if (!parse_bucket_option(text, &o.buckets, &error)) r.fail_at(spec.Mark(), full, ": ", error);
+  });
+}
+
 void read_fusion(const ConfigReader& r, const YAML::Node& v, const std::string& path, CompileOptions& o) {
   o.fusion = r.boolean(v, path);
 }
@@ -326,6 +351,7 @@ void read_patterns(const ConfigReader& r, const YAML::Node& v, const std::string
 
 constexpr TopLevelKey kTopLevelKeys[] = {
     {"version", read_version},
+    {"buckets", read_buckets},
     {"dims", read_dims},
     {"fusion", read_fusion},
     {"layout", read_layout},
@@ -334,6 +360,51 @@ constexpr TopLevelKey kTopLevelKeys[] = {
 };
 
 }  // namespace
+
+bool parse_bucket_option(const std::string& text, std::vector<BucketSpec>* out, std::string* error) {
+  if (text == "auto") {
+    out->clear();
+    return true;
+  }
+  const size_t eq = text.find('=');
+  BucketSpec spec;
+  spec.symbol = text.substr(0, eq == std::string::npos ? 0 : eq);
+  if (eq == std::string::npos || spec.symbol.empty()) {
+    *error = "expected auto, name=pow2 or name=b1,b2,... (inclusive upper bounds), got '" + text + "'";
+    return false;
+  }
+  const std::string rest = text.substr(eq + 1);
+  if (rest == "pow2") {
+    spec.pow2 = true;
+  } else {
+    size_t pos = 0;
+    while (pos <= rest.size()) {
+      const size_t comma = std::min(rest.find(',', pos), rest.size());
+      const std::string item = rest.substr(pos, comma - pos);
+      int64_t v = -1;
+      const auto [end, ec] = std::from_chars(item.data(), item.data() + item.size(), v);
+      if (item.empty() || ec != std::errc() || end != item.data() + item.size() || v < 0) {
+        *error = "bucket bound '" + item + "' of '" + spec.symbol + "' is not a non-negative integer (in '" +
+                 text + "')";
+        return false;
+      }
+      if (!spec.bounds.empty() && v <= spec.bounds.back()) {
+        *error = "bucket bounds of '" + spec.symbol + "' must increase: " + std::to_string(v) + " after " +
+                 std::to_string(spec.bounds.back()) + " (in '" + text + "')";
+        return false;
+      }
+      spec.bounds.push_back(v);
+      pos = comma + 1;
+    }
+  }
+  for (BucketSpec& s : *out)
+    if (s.symbol == spec.symbol) {
+      s = spec;  // a later spec for the same symbol wins, as for dims
+      return true;
+    }
+  out->push_back(spec);
+  return true;
+}
 
 void set_dim(CompileOptions& options, const std::string& name, sym::Range range) {
   for (auto& [n, r] : options.dims)

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Rewrites every checked-in file whose bytes depend on the package format (docs/format.md),
 # after an intended format change; never edit them by hand.
-#   - tests/fuzz/corpus/fuzz_package/tiny.bin: the hand-built package of tests/package_test.cpp
-#     (Package.GoldenPackageBytes with CUVIL_UPDATE_GOLDEN=1)
+#   - tests/fuzz/corpus/fuzz_package/tiny.bin and two_programs.bin: the hand-built packages of
+#     tests/package_test.cpp (Package.Golden* with CUVIL_UPDATE_GOLDEN=1)
 #   - tests/fuzz/corpus/fuzz_package/<name>.pkg: compiled by cuvilc from the ONNX seed
 #     tests/fuzz/corpus/fuzz_onnx/<name>.onnx
 # Then it loads every rewritten package with `cuvilc inspect` (each must verify).
@@ -17,8 +17,8 @@ for f in "$cuvilc" "$tests"; do
 done
 corpus="$here/tests/fuzz/corpus"
 
-CUVIL_UPDATE_GOLDEN=1 "$tests" --gtest_filter='Package.GoldenPackageBytes' >/dev/null
-echo "rewrote tests/fuzz/corpus/fuzz_package/tiny.bin"
+CUVIL_UPDATE_GOLDEN=1 "$tests" --gtest_filter='Package.Golden*' >/dev/null
+echo "rewrote tests/fuzz/corpus/fuzz_package/tiny.bin and two_programs.bin"
 
 for pkg in "$corpus"/fuzz_package/*.pkg; do
   name="$(basename "$pkg" .pkg)"
@@ -28,7 +28,7 @@ for pkg in "$corpus"/fuzz_package/*.pkg; do
   echo "rewrote tests/fuzz/corpus/fuzz_package/$name.pkg from fuzz_onnx/$name.onnx"
 done
 
-for pkg in "$corpus"/fuzz_package/*.pkg "$corpus"/fuzz_package/tiny.bin; do
+for pkg in "$corpus"/fuzz_package/*.pkg "$corpus"/fuzz_package/*.bin; do
   "$cuvilc" inspect "$pkg" >/dev/null
 done
 echo "every package verifies"

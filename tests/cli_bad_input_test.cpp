@@ -240,6 +240,32 @@ TEST_F(BadInputCli, BadDimOptionIsAUsageError) {
   EXPECT_MENTIONS(r2.err, "nosuch");
 }
 
+// --buckets: syntax, unknown symbols, bounds outside the range, pow2 without a maximum.
+TEST_F(BadInputCli, BadBucketsOptionIsAUsageError) {
+  onnx::ModelProto m = test::make_model();
+  test::add_input(m.mutable_graph(), "x", Tp::FLOAT, {"N", 3});
+  test::add_node(m.mutable_graph(), "Relu", {"x"}, {"y"}, "relu");
+  test::add_output(m.mutable_graph(), "y", Tp::FLOAT, {"N", 3});
+  const std::string model = write(m);
+  const struct {
+    std::vector<std::string> args;
+    const char* message;
+  } cases[] = {
+      {{"--buckets", "N"}, "--buckets: expected auto, name=pow2 or name=b1,b2,... (inclusive upper bounds), got 'N'"},
+      {{"--buckets", "N=4,2"}, "--buckets: bucket bounds of 'N' must increase: 2 after 4 (in 'N=4,2')"},
+      {{"--buckets", "nosuch=2"}, "--buckets: 'nosuch' is not a symbol of the model's inputs (symbols: N)"},
+      {{"--dim", "N=1:8", "--buckets", "N=2,20"}, "--buckets: bound 20 of 'N' is outside its range [1, 8]"},
+      {{"--buckets", "N=pow2"}, "--buckets N=pow2 needs an upper bound for 'N' (its range is [0, inf))"},
+  };
+  for (const auto& c : cases) {
+    std::vector<std::string> args = {"compile", model, "-o", tmp_.file("m.cuvir")};
+    args.insert(args.end(), c.args.begin(), c.args.end());
+    RunResult r = run_cuvilc(tmp_.path(), args);
+    EXPECT_EQ(r.exit_code, 2) << r.err;
+    EXPECT_MENTIONS(r.err, c.message);
+  }
+}
+
 // ---- an output path naming a file the compile reads: exit 2, nothing touched ----
 
 // The model's directory as it is, before and after a refused compile: names and contents.

@@ -71,7 +71,7 @@ TEST(Config, EveryLimitHasAYamlKey) {
 
 TEST(Config, UnknownTopLevelKey) {
   EXPECT_EQ(config_error("fusion: true\nfusoin: false\n"),
-            "c.yaml:2:1: unknown key 'fusoin' (known: version, dims, fusion, layout, limits, patterns)");
+            "c.yaml:2:1: unknown key 'fusoin' (known: version, buckets, dims, fusion, layout, limits, patterns)");
 }
 
 TEST(Config, UnknownLimitKey) {
@@ -94,6 +94,22 @@ TEST(Config, WrongTypes) {
   EXPECT_EQ(config_error("layout: NHWC\n"), "c.yaml:1:9: layout: expected auto, nchw or nhwc, got 'NHWC'");
   EXPECT_EQ(config_error("limits: 5\n"), "c.yaml:1:9: limits must be a mapping (key: value), got a scalar");
   EXPECT_EQ(config_error("- a\n- b\n"), "c.yaml:1:1: the config must be a mapping (key: value), got a list");
+}
+
+TEST(Config, Buckets) {
+  CompileOptions o = parse_config("buckets:\n  seq: [1, 16, 128]\n  batch: pow2\n", "c.yaml");
+  ASSERT_EQ(o.buckets.size(), 2u);
+  EXPECT_EQ(o.buckets[0].symbol, "seq");
+  EXPECT_EQ(o.buckets[0].bounds, (std::vector<int64_t>{1, 16, 128}));
+  EXPECT_FALSE(o.buckets[0].pow2);
+  EXPECT_EQ(o.buckets[1].symbol, "batch");
+  EXPECT_TRUE(o.buckets[1].pow2);
+  EXPECT_TRUE(parse_config("buckets: auto\n", "c.yaml").buckets.empty());
+  EXPECT_EQ(config_error("buckets:\n  seq: [16, 4]\n"),
+            "c.yaml:2:8: buckets.seq: bucket bounds of 'seq' must increase: 4 after 16 (in 'seq=16,4')");
+  EXPECT_EQ(config_error("buckets:\n  seq: [1, x]\n"),
+            "c.yaml:2:8: buckets.seq: bucket bound 'x' of 'seq' is not a non-negative integer (in 'seq=1,x')");
+  EXPECT_EQ(config_error("buckets: some\n"), "c.yaml:1:10: buckets: expected auto or a map of symbol: bounds, got 'some'");
 }
 
 TEST(Config, BadDims) {

@@ -101,6 +101,8 @@ PackageContents make_contents() {
   return c;
 }
 
+PackageContents make_two_program_contents();
+
 // ---- byte-level access to a package, per docs/format.md ----
 template <typename T>
 T get(const Bytes& b, size_t at) {
@@ -284,6 +286,19 @@ TEST(Package, GoldenPackageBytes) {
   std::shared_ptr<LoadedPackage> pkg;
   Status st = LoadedPackage::open_file(path, &pkg);
   EXPECT_TRUE(st.is_ok()) << st.message();
+}
+
+// The same for a package with two programs and guards (the fuzzer's seed for PROGRAMS and
+// BUCKETS): tests/fuzz/corpus/fuzz_package/two_programs.bin.
+TEST(Package, GoldenTwoProgramPackageBytes) {
+  const std::string path = std::string(CUVIL_SOURCE_DIR) + "/tests/fuzz/corpus/fuzz_package/two_programs.bin";
+  const Bytes bytes = write_package(make_two_program_contents());
+  const char* update = std::getenv("CUVIL_UPDATE_GOLDEN");
+  if (update && std::string(update) == "1") write_file(path, bytes);
+  std::ifstream in(path, std::ios::binary);
+  ASSERT_TRUE(in.good()) << "missing " << path << " (run with CUVIL_UPDATE_GOLDEN=1)";
+  const Bytes golden((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  EXPECT_EQ(bytes, golden) << path << " differs from what write_package produces (CUVIL_UPDATE_GOLDEN=1 rewrites it)";
 }
 
 TEST(Package, LayoutMatchesTheFormatDocument) {
