@@ -175,17 +175,17 @@ TEST(LowerGenerators, SliceWithSymbolicEndsIsAStridedLoad) {
 }
 
 // Position embeddings as exporters write them: p = Unsqueeze(Range(0, seq, 1), [0]),
-// y = Gather(table, p) over table: f32[16, 4]: one strided load of the table's first seq
+// y = Gather(table, p) over table: f32[6, 4]: one strided load of the table's first seq
 // rows; the Range, the Unsqueeze and the shape arithmetic are not run-time work. A seq past
-// the table fails as the Gather kernel does (an index out of range).
+// the table fails as the Gather kernel does (an index out of range): the map's bound proof.
 TEST(LowerGenerators, GatherOfARangeIsAStridedLoad) {
   onnx::ModelProto m = test::make_model(13);
   auto* g = m.mutable_graph();
   test::add_input(g, "x", Tp::FLOAT, {"batch", 2});
   add_unshaped_output(g, "y");
-  std::vector<float> table(64);
+  std::vector<float> table(24);
   for (size_t i = 0; i < table.size(); ++i) table[i] = static_cast<float>(i) * 0.25f;
-  *g->add_initializer() = test::make_float_tensor("table", {16, 4}, table);
+  *g->add_initializer() = test::make_float_tensor("table", {6, 4}, table);
   *g->add_initializer() = test::make_int64_tensor("zero", {}, {0});
   *g->add_initializer() = test::make_int64_tensor("step", {}, {1});
   *g->add_initializer() = test::make_int64_tensor("axis0", {1}, {0});
@@ -208,6 +208,29 @@ TEST(LowerGenerators, GatherOfARangeIsAStridedLoad) {
     EXPECT_EQ(dims, (std::vector<int64_t>{1, batch, 4}));
     EXPECT_EQ(y, std::vector<float>(table.begin(), table.begin() + batch * 4));
   }
+  ASSERT_TRUE(test::Ok(test::set_f32(s.get(), "x", {7, 2}, std::vector<float>(14))));
+  EXPECT_TRUE(test::Fails(cuvil_session_run(s.get()), CUVIL_RUNTIME, {"positions", "reaches elements", "'table'"}));
+}
+
+// Gather and Slice without a strided-load form say why in the compile report: indices that are
+// data, and Slice ends that are data.
+TEST(LowerGenerators, GatherAndSliceSayWhyNot) {
+  onnx::ModelProto m = test::make_model(13);
+  auto* g = m.mutable_graph();
+  test::add_input(g, "ids", Tp::INT64, {"batch", 3});
+  test::add_input(g, "ends", Tp::INT64, {1});
+  test::add_output(g, "y", Tp::FLOAT, {"batch", 3, 4});
+  add_unshaped_output(g, "z");
+  *g->add_initializer() = test::make_float_tensor("table", {6, 4}, std::vector<float>(24, 1.0f));
+  *g->add_initializer() = test::make_int64_tensor("zero", {1}, {0});
+  test::add_node(g, "Gather", {"table", "ids"}, {"y"}, "lookup");
+  test::add_node(g, "Slice", {"table", "zero", "ends"}, {"z"}, "rows");
+  Compiled c = compile(m);
+  std::map<std::string, std::vector<std::string>> why;
+  for (const auto& f : c.lowered.not_fused) why[f.node].push_back(f.why);
+  EXPECT_EQ(why["lookup"], std::vector<std::string>{
+                               "its indices are not a progression known at compile time (a Range, a constant) over known shapes"});
+  EXPECT_EQ(why["rows"], std::vector<std::string>{"its starts, ends, axes or steps are not known at compile time"});
 }
 
 // y = Cast(Unsqueeze(mask, [1]), float) * -2 over mask: i64[batch, 5] (an attention mask): the
