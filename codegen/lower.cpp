@@ -67,12 +67,13 @@ std::string shape_text(const Shape& s) {
 std::string op_label(const Node& n) { return n.op_type + " '" + n.name + "'"; }
 
 // The inputs a node's tile form reads: Expand reads its data but not the shape (the kernel's
-// domain is the output's shape), ConstantOfShape reads nothing, Clip's bounds are immediates,
+// domain is the output's shape), ConstantOfShape and a Range generator read nothing (a
+// Range's start and delta are immediates, its length the domain), Clip's bounds are immediates,
 // a reshaping copy reads only its data, and a strided load (Slice, Gather over an index
 // progression) only its data: its starts/ends or indices are in the access map. Everything
 // else reads all its inputs.
 std::vector<ValueId> tile_reads(const Node& n) {
-  if (n.op == OpKind::ConstantOfShape) return {};
+  if (n.op == OpKind::ConstantOfShape || n.op == OpKind::Range) return {};
   if (n.op == OpKind::Expand || n.op == OpKind::Clip || n.op == OpKind::Reshape || n.op == OpKind::Flatten ||
       n.op == OpKind::Squeeze || n.op == OpKind::Unsqueeze || n.op == OpKind::Slice || n.op == OpKind::Gather)
     return {n.inputs.at(0)};
@@ -417,6 +418,9 @@ class Lowerer {
       return !mentions_data_dependent(domain) && broadcastable(shape_of(g, n.inputs[0]), domain);
     }
     if (n.outputs.size() != 1 || !is_f32(g, n.outputs[0])) return false;
+    // A float32 Range with constant start and delta: an Iota over its output's (symbolic)
+    // length, so the limit's shape arithmetic is not run-time work.
+    if (n.op == OpKind::Range) return range_immediates(g, n).has_value() && !mentions_data_dependent(shape_of(g, n.outputs[0]));
     // A Transpose loads its input through a map with permuted strides; it starts a kernel (its
     // input is read from memory, never from a register) and later nodes may join it.
     if (n.op == OpKind::Transpose) {
@@ -700,6 +704,20 @@ class Lowerer {
     }
   }
 
+  // A Range's start and delta when both are float32 constants (the Iota's immediates).
+  static std::optional<std::pair<float, float>> range_immediates(const Graph& g, const Node& n) {
+    if (n.op != OpKind::Range || n.inputs.size() != 3) return std::nullopt;
+    auto scalar = [&](ValueId id) -> std::optional<float> {
+      if (id == kNoValue) return std::nullopt;
+      const Value& v = g.value(id);
+      if (!v.data || v.data->dtype != DType::Float || v.data->numel() != 1) return std::nullopt;
+      return static_cast<float>(v.data->float_at(0));
+    };
+    auto start = scalar(n.inputs[0]), delta = scalar(n.inputs[2]);
+    if (!start || !delta) return std::nullopt;
+    return std::make_pair(*start, *delta);
+  }
+
   std::optional<StridedLoad> strided_load(const Graph& g, const Node& n) const {
     if (n.op == OpKind::Slice) return slice_load(g, n);
     if (n.op == OpKind::Gather) return gather_load(g, n);
@@ -848,11 +866,13 @@ class Lowerer {
       return "its indices are not a progression known at compile time (a Range, a constant) over known shapes";
     if (n.op == OpKind::Slice && !slice_load(g, n))
       return "its starts, ends, axes or steps are not known at compile time";
+    if (n.op == OpKind::Range && !range_immediates(g, n))
+      return "its start and delta are not float32 constants (an int64 Range is a tile form only as a Gather's indices)";
     const bool has_form = (n.domain.empty() && tile_unary(n)) || is_tile_silu(n) || tile_binary(n) || n.op_type == "Clip" || n.op == OpKind::Cast ||
                           n.op == OpKind::Expand || n.op == OpKind::ConstantOfShape || n.op == OpKind::Where ||
                           n.op == OpKind::Reshape || n.op == OpKind::Flatten || n.op == OpKind::Squeeze ||
                           n.op == OpKind::Unsqueeze || n.op == OpKind::Transpose || n.op == OpKind::Slice ||
-                          n.op == OpKind::Gather;
+                          n.op == OpKind::Gather || n.op == OpKind::Range;
     if (!has_form) return n.op_type + " has no tile form yet";
     for (ValueId o : n.outputs)
       if (o != kNoValue && mentions_data_dependent(shape_of(g, o))) return "its output's shape depends on data";
@@ -1036,7 +1056,10 @@ class Lowerer {
       // allocated, so the result may overwrite one (the tile loops allow d == s).
       for (ValueId in : reads) release(in);
       uint32_t r = new_reg();
-      if (n.op == OpKind::ConstantOfShape) {  // the value attribute, 0 when absent
+      if (n.op == OpKind::Range) {  // the element's index in the domain, scaled and offset
+        const auto [start, delta] = *range_immediates(g, n);
+        k.body.insert(k.body.end(), {static_cast<uint32_t>(rt::TileOpcode::Iota), r, float_bits(start), float_bits(delta)});
+      } else if (n.op == OpKind::ConstantOfShape) {  // the value attribute, 0 when absent
         const Attribute* value = n.attr("value");
         const float f = value ? static_cast<float>(value->t->float_at(0)) : 0.0f;
         k.body.insert(k.body.end(), {static_cast<uint32_t>(rt::TileOpcode::Const), r, float_bits(f)});

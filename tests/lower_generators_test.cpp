@@ -174,6 +174,50 @@ TEST(LowerGenerators, SliceWithSymbolicEndsIsAStridedLoad) {
   }
 }
 
+// A float Range over a symbolic length (torch.arange(seq, dtype=float) as the rotary tables
+// compute it): r = Range(1.0, Cast(seq), 2.0), y = r * 0.5 over x: f32[2, seq]: one
+// kernel, an Iota then the chain, bitwise equal to the Range kernel (--no-fusion); the Cast and
+// the shape arithmetic of the limit are not run-time work.
+TEST(LowerGenerators, FloatRangeIsAnIotaGenerator) {
+  onnx::ModelProto m = test::make_model(13);
+  auto* g = m.mutable_graph();
+  test::add_input(g, "x", Tp::FLOAT, {2, "seq"});
+  add_unshaped_output(g, "y");
+  *g->add_initializer() = test::make_int64_tensor("one", {}, {1});
+  *g->add_initializer() = test::make_float_tensor("start", {}, {1.0f});
+  *g->add_initializer() = test::make_float_tensor("delta", {}, {2.0f});
+  *g->add_initializer() = test::make_float_tensor("half", {}, {0.5f});
+  test::add_node(g, "Shape", {"x"}, {"sx"});
+  test::add_node(g, "Gather", {"sx", "one"}, {"n"});
+  test::set_attr_int(test::add_node(g, "Cast", {"n"}, {"limit"}), "to", Tp::FLOAT);
+  test::add_node(g, "Range", {"start", "limit", "delta"}, {"r"}, "range");
+  test::add_node(g, "Mul", {"r", "half"}, {"y"});
+  onnx::ModelProto copy = m;
+  Model model = test::import_for_codegen(m, {"seq=1:100000"});
+  codegen::LoweredModel lowered = codegen::lower_model(model);
+  EXPECT_EQ(lowered.call_ops, 0);
+  ASSERT_EQ(lowered.kernel_nodes.size(), 1u);
+  EXPECT_EQ(lowered.kernel_nodes[0].front(), "range");
+  const std::vector<uint8_t> fused = codegen::build_package(model, lowered);
+  const std::vector<uint8_t> calls = test::compile_package(copy, {"seq=1:100000"}, false);
+  std::vector<std::vector<float>> outs;
+  for (const auto* package : {&fused, &calls}) {
+    test::ModelPtr loaded = test::load(*package);
+    ASSERT_TRUE(loaded);
+    test::SessionPtr s = test::open_session(loaded.get(), 2);
+    for (int64_t seq : {1, 2, 9, 70001}) {
+      ASSERT_TRUE(test::Ok(test::set_f32(s.get(), "x", {2, seq}, std::vector<float>(static_cast<size_t>(2 * seq)))));
+      ASSERT_TRUE(test::Ok(cuvil_session_run(s.get())));
+      std::vector<int64_t> dims;
+      outs.push_back(test::output<float>(s.get(), 0, &dims));
+      EXPECT_EQ(dims, (std::vector<int64_t>{seq / 2}));  // ceil((seq - 1) / 2)
+    }
+  }
+  ASSERT_EQ(outs.size(), 8u);
+  for (size_t i = 0; i < 4; ++i) EXPECT_EQ(outs[i], outs[i + 4]) << "seq case " << i;
+  EXPECT_EQ(outs[2], (std::vector<float>{0.5f, 1.5f, 2.5f, 3.5f}));
+}
+
 // Position embeddings as exporters write them: p = Unsqueeze(Range(0, seq, 1), [0]),
 // y = Gather(table, p) over table: f32[6, 4]: one strided load of the table's first seq
 // rows; the Range, the Unsqueeze and the shape arithmetic are not run-time work. A seq past

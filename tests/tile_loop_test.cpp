@@ -893,6 +893,14 @@ TEST(BadPackage, LoopKernelInstructionsInTheWrongSection) {
   EXPECT_TRUE(RefusedAfter([](rt::TileKernel& k) { k.body[8] = 0; }, "as a chunk register"));
   EXPECT_TRUE(RefusedAfter([](rt::TileKernel& k) { k.loop_end = 6; }, "only allowed in the loop section"));
   EXPECT_TRUE(RefusedAfter([](rt::TileKernel& k) { k.loop_end = 12; }, "store inside the loop"));
+  // An Iota (the Load's slot: register 1, start 0.0, delta 1.0) in the loop section.
+  EXPECT_TRUE(RefusedAfter(
+      [](rt::TileKernel& k) {
+        k.body = {w(rt::TileOpcode::Const), 0, 0, w(rt::TileOpcode::Iota), 1, 0, 0x3f800000u, w(rt::TileOpcode::ReduceSum), 0, 1,
+                  w(rt::TileOpcode::Store), 1, 0};
+        k.loop_end = 10;
+      },
+      "Iota numbers the domain's elements, which the loop section does not walk"));
   // A loop instruction after the ReduceSum overwrites its accumulator.
   EXPECT_TRUE(RefusedAfter([](rt::TileKernel& k) {
     k.body.insert(k.body.begin() + 9, {w(rt::TileOpcode::Load), 0, 0});
