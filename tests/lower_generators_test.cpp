@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdint>
 #include <map>
 
 #include "codegen/lower.h"
@@ -216,6 +217,48 @@ TEST(LowerGenerators, FloatRangeIsAnIotaGenerator) {
   ASSERT_EQ(outs.size(), 8u);
   for (size_t i = 0; i < 4; ++i) EXPECT_EQ(outs[i], outs[i + 4]) << "seq case " << i;
   EXPECT_EQ(outs[2], (std::vector<float>{0.5f, 1.5f, 2.5f, 3.5f}));
+}
+
+// torch.flip as exported: y = Slice(x, [-1], [INT64_MIN], axes [1], steps [-1]) over
+// x: f32[batch, 5], and every other row, z = Slice(x, [0], [INT64_MAX], axes [0], steps [2]):
+// maps with a negative and a scaled stride, no op calls.
+TEST(LowerGenerators, SliceWithStepsIsAStridedLoad) {
+  onnx::ModelProto m = test::make_model(13);
+  auto* g = m.mutable_graph();
+  test::add_input(g, "x", Tp::FLOAT, {"batch", 5});
+  add_unshaped_output(g, "y");
+  add_unshaped_output(g, "z");
+  *g->add_initializer() = test::make_int64_tensor("minus1", {1}, {-1});
+  *g->add_initializer() = test::make_int64_tensor("lowest", {1}, {INT64_MIN});
+  *g->add_initializer() = test::make_int64_tensor("highest", {1}, {INT64_MAX});
+  *g->add_initializer() = test::make_int64_tensor("zero", {1}, {0});
+  *g->add_initializer() = test::make_int64_tensor("one", {1}, {1});
+  *g->add_initializer() = test::make_int64_tensor("two", {1}, {2});
+  test::add_node(g, "Slice", {"x", "minus1", "lowest", "one", "minus1"}, {"y"});
+  test::add_node(g, "Slice", {"x", "zero", "highest", "zero", "two"}, {"z"});
+  Compiled c = compile(m);
+  EXPECT_EQ(c.lowered.call_ops, 0);
+  test::ModelPtr model = test::load(c.package);
+  ASSERT_TRUE(model);
+  test::SessionPtr s = test::open_session(model.get(), 2);
+  for (int64_t batch : {1, 4, 7}) {
+    std::vector<float> x(static_cast<size_t>(batch * 5));
+    for (size_t i = 0; i < x.size(); ++i) x[i] = static_cast<float>(i);
+    ASSERT_TRUE(test::Ok(test::set_f32(s.get(), "x", {batch, 5}, x)));
+    ASSERT_TRUE(test::Ok(cuvil_session_run(s.get())));
+    std::vector<int64_t> dims;
+    std::vector<float> y = test::output<float>(s.get(), 0, &dims);
+    EXPECT_EQ(dims, (std::vector<int64_t>{batch, 5}));
+    std::vector<float> want_y, want_z;
+    for (int64_t r = 0; r < batch; ++r)
+      for (int64_t k = 4; k >= 0; --k) want_y.push_back(static_cast<float>(r * 5 + k));
+    for (int64_t r = 0; r < batch; r += 2)
+      for (int64_t k = 0; k < 5; ++k) want_z.push_back(static_cast<float>(r * 5 + k));
+    EXPECT_EQ(y, want_y) << "batch " << batch;
+    std::vector<float> z = test::output<float>(s.get(), 1, &dims);
+    EXPECT_EQ(dims, (std::vector<int64_t>{(batch + 1) / 2, 5}));
+    EXPECT_EQ(z, want_z) << "batch " << batch;
+  }
 }
 
 // Position embeddings as exporters write them: p = Unsqueeze(Range(0, seq, 1), [0]),
