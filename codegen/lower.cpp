@@ -8,6 +8,7 @@
 #include <sstream>
 
 #include "codegen/memory_plan.h"
+#include "codegen/strided_loads.h"
 #include "codegen/tile_kernels.h"
 #include "runtime/op_kernel.h"
 #include "support/error.h"
@@ -61,12 +62,15 @@ std::string shape_text(const Shape& s) {
 std::string op_label(const Node& n) { return n.op_type + " '" + n.name + "'"; }
 
 // The inputs a node's tile form reads: Expand reads its data but not the shape (the kernel's
-// domain is the output's shape), ConstantOfShape reads nothing, Clip's bounds are immediates,
-// and a reshaping copy reads only its data. Everything else reads all its inputs.
+// domain is the output's shape), ConstantOfShape and a Range generator read nothing (a
+// Range's start and delta are immediates, its length the domain), Clip's bounds are immediates,
+// a reshaping copy reads only its data, and a strided load (Slice, Gather over an index
+// progression) only its data: its starts/ends or indices are in the access map. Everything
+// else reads all its inputs.
 std::vector<ValueId> tile_reads(const Node& n) {
-  if (n.op == OpKind::ConstantOfShape) return {};
+  if (n.op == OpKind::ConstantOfShape || n.op == OpKind::Range) return {};
   if (n.op == OpKind::Expand || n.op == OpKind::Clip || n.op == OpKind::Reshape || n.op == OpKind::Flatten ||
-      n.op == OpKind::Squeeze || n.op == OpKind::Unsqueeze)
+      n.op == OpKind::Squeeze || n.op == OpKind::Unsqueeze || n.op == OpKind::Slice || n.op == OpKind::Gather)
     return {n.inputs.at(0)};
   std::vector<ValueId> out;
   for (ValueId in : n.inputs)
@@ -396,11 +400,22 @@ class Lowerer {
   bool fusible(const Graph& g, const Node& n) const {
     // A node whose output is left unnamed ("") has nothing for a kernel to store.
     if (n.outputs.empty() || n.outputs[0] == kNoValue) return false;
+    // A Slice or Gather read through one map, like a Transpose, starts a kernel; it moves its
+    // data's dtype through a float32 register, so that dtype must survive it exactly.
+    if (n.op == OpKind::Slice || n.op == OpKind::Gather) {
+      if (n.outputs.size() != 1 || !float32_exact(g.value(n.outputs[0]).dtype) ||
+          g.value(n.outputs[0]).dtype != g.value(n.inputs[0]).dtype)
+        return false;
+      return strided_load(g, n).has_value();
+    }
     if (tile::fusible_cast(n, g)) {
       const Shape& domain = shape_of(g, n.outputs[0]);
       return !mentions_data_dependent(domain) && broadcastable(shape_of(g, n.inputs[0]), domain);
     }
     if (n.outputs.size() != 1 || !is_f32(g, n.outputs[0])) return false;
+    // A float32 Range with constant start and delta: an Iota over its output's (symbolic)
+    // length, so the limit's shape arithmetic is not run-time work.
+    if (n.op == OpKind::Range) return range_immediates(g, n).has_value() && !mentions_data_dependent(shape_of(g, n.outputs[0]));
     // A Transpose loads its input through a map with permuted strides; it starts a kernel (its
     // input is read from memory, never from a register) and later nodes may join it.
     if (n.op == OpKind::Transpose) {
@@ -475,6 +490,49 @@ class Lowerer {
     return numel;
   }
 
+  // ---- strided loads (codegen/strided_loads.h) over this lowering's shapes ----
+  LoadContext load_context(const Graph& g) const {
+    return {g, model_.ranges, [this, &g](ValueId v) -> const Shape& { return shape_of(g, v); },
+            [this](const Shape& s) { return mentions_data_dependent(s); }};
+  }
+  std::optional<StridedLoad> strided_load(const Graph& g, const Node& n) const {
+    return codegen::strided_load(load_context(g), n);
+  }
+  std::optional<StridedLoad> slice_load(const Graph& g, const Node& n) const {
+    return codegen::slice_load(load_context(g), n);
+  }
+  std::optional<StridedLoad> gather_load(const Graph& g, const Node& n) const {
+    return codegen::gather_load(load_context(g), n);
+  }
+  ValueId reshape_source(const Graph& g, ValueId v) const { return codegen::reshape_source(load_context(g), v); }
+
+  // A Range's start and delta when both are float32 constants (the Iota's immediates).
+  static std::optional<std::pair<float, float>> range_immediates(const Graph& g, const Node& n) {
+    if (n.op != OpKind::Range || n.inputs.size() != 3) return std::nullopt;
+    auto scalar = [&](ValueId id) -> std::optional<float> {
+      if (id == kNoValue) return std::nullopt;
+      const Value& v = g.value(id);
+      if (!v.data || v.data->dtype != DType::Float || v.data->numel() != 1) return std::nullopt;
+      return static_cast<float>(v.data->float_at(0));
+    };
+    auto start = scalar(n.inputs[0]), delta = scalar(n.inputs[2]);
+    if (!start || !delta) return std::nullopt;
+    return std::make_pair(*start, *delta);
+  }
+
+  // What node `ni` of group `grp` reads from memory: its tile reads, where an elementwise
+  // operand that reshapes another tensor is that tensor (reshape_source). A loop kernel's own
+  // operands, a copy's input and a strided load's data are read as they are.
+  std::vector<ValueId> kernel_reads(const Graph& g, const Group& grp, size_t ni) const {
+    const Node& n = g.nodes[ni];
+    std::vector<ValueId> reads = tile_reads(n);
+    const bool by_map = !(grp.loop && ni == grp.nodes[0]) && !grp.copy && n.op != OpKind::Transpose &&
+                        n.op != OpKind::Slice && n.op != OpKind::Gather;
+    if (by_map)
+      for (ValueId& v : reads) v = reshape_source(g, v);
+    return reads;
+  }
+
   // Groups fusible chains of `g`; returns the group index per node (-1: not fused).
   std::vector<int> group_nodes(const Graph& g) {
     std::map<ValueId, int> consumers;
@@ -525,7 +583,8 @@ class Lowerer {
       int join = -1;
       std::vector<std::string> blocked;  // why it could not join a producer's kernel
       for (ValueId in : n.inputs) {
-        if (n.op == OpKind::Transpose) break;  // reads its input from memory: starts a kernel
+        // Reads its input from memory through its own map: starts a kernel.
+        if (n.op == OpKind::Transpose || n.op == OpKind::Slice || n.op == OpKind::Gather) break;
         auto it = group_of_value.find(in);
         if (it == group_of_value.end()) continue;
         const Node& producer = g.nodes[groups_[it->second].nodes.back()];
@@ -582,10 +641,17 @@ class Lowerer {
     if (op_flags(n.op) & kControlFlow) return "";
     if (opt_.keep_unfused.count(n.name)) return "a keep pattern names it";
     if (!opt_.fuse_elementwise) return "fusion is off (--no-fusion)";
+    if (n.op == OpKind::Gather && !gather_load(g, n))
+      return "its indices are not a progression known at compile time (a Range, a constant) over known shapes";
+    if (n.op == OpKind::Slice && !slice_load(g, n))
+      return "its starts, ends, axes or steps are not known at compile time";
+    if (n.op == OpKind::Range && !range_immediates(g, n))
+      return "its start and delta are not float32 constants (an int64 Range is a tile form only as a Gather's indices)";
     const bool has_form = (n.domain.empty() && tile_unary(n)) || is_tile_silu(n) || tile_binary(n) || n.op_type == "Clip" || n.op == OpKind::Cast ||
                           n.op == OpKind::Expand || n.op == OpKind::ConstantOfShape || n.op == OpKind::Where ||
                           n.op == OpKind::Reshape || n.op == OpKind::Flatten || n.op == OpKind::Squeeze ||
-                          n.op == OpKind::Unsqueeze || n.op == OpKind::Transpose;
+                          n.op == OpKind::Unsqueeze || n.op == OpKind::Transpose || n.op == OpKind::Slice ||
+                          n.op == OpKind::Gather || n.op == OpKind::Range;
     if (!has_form) return n.op_type + " has no tile form yet";
     for (ValueId o : n.outputs)
       if (o != kNoValue && mentions_data_dependent(shape_of(g, o))) return "its output's shape depends on data";
@@ -654,9 +720,12 @@ class Lowerer {
     k.name = last.name;
     // Registers are reused once the value they hold has no further use in the body.
     std::map<ValueId, int> uses;
-    for (size_t ni : chain)
-      if (g.nodes[ni].op != OpKind::Transpose)  // loads its own permuted copy, never a register
+    for (size_t ni : chain) {
+      const OpKind op = g.nodes[ni].op;
+      // Loads its own permuted or strided copy, never a register.
+      if (op != OpKind::Transpose && op != OpKind::Slice && op != OpKind::Gather)
         for (ValueId in : tile_reads(g.nodes[ni])) uses[in]++;
+    }
     uses[grp.output]++;  // the final store
     std::vector<uint32_t> free_regs;
     auto new_reg = [&]() -> uint32_t {
@@ -675,8 +744,9 @@ class Lowerer {
         reg_of.erase(it);
       }
     };
-    auto map_for = [&](uint32_t tensor_id) -> uint32_t {
-      const Shape& s = shapes_[tensor_id];
+    // Tensor `tensor_id` read over the domain as if it had shape `s` (its own, or that of a
+    // reshape of it: reshape_source).
+    auto map_for_shape = [&](uint32_t tensor_id, const Shape& s) -> uint32_t {
       rt::AccessMap m;
       m.tensor = tensor_id;
       m.offset = expr(DimExpr(0));
@@ -692,6 +762,7 @@ class Lowerer {
       k.maps.push_back(m);
       return static_cast<uint32_t>(k.maps.size()) - 1;
     };
+    auto map_for = [&](uint32_t tensor_id) { return map_for_shape(tensor_id, shapes_[tensor_id]); };
     auto operand = [&](ValueId in) -> uint32_t {
       auto it = reg_of.find(in);
       if (it != reg_of.end()) return it->second;
@@ -701,7 +772,7 @@ class Lowerer {
         k.body.insert(k.body.end(), {static_cast<uint32_t>(rt::TileOpcode::Const), r,
                                      float_bits(static_cast<float>(v.data->float_at(0)))});
       } else {
-        uint32_t m = map_for(tensor(g, in));
+        uint32_t m = map_for_shape(tensor(g, reshape_source(g, in)), shape_of(g, in));
         k.body.insert(k.body.end(), {static_cast<uint32_t>(rt::TileOpcode::Load), r, m});
       }
       reg_of[in] = r;
@@ -745,6 +816,18 @@ class Lowerer {
         reg_of[n.outputs[0]] = r;
         continue;
       }
+      if (auto l = strided_load(g, n); l && (n.op == OpKind::Slice || n.op == OpKind::Gather)) {
+        rt::AccessMap m;
+        m.tensor = tensor(g, l->source);
+        m.offset = expr(l->offset);
+        for (const DimExpr& st : l->strides) m.strides.push_back(expr(st));
+        k.maps.push_back(m);
+        const uint32_t r = new_reg();
+        k.body.insert(k.body.end(), {static_cast<uint32_t>(rt::TileOpcode::Load), r,
+                                     static_cast<uint32_t>(k.maps.size()) - 1});
+        reg_of[n.outputs[0]] = r;
+        continue;
+      }
       const std::vector<ValueId> reads = tile_reads(n);
       std::vector<uint32_t> ops;
       for (ValueId in : reads) ops.push_back(operand(in));
@@ -752,7 +835,10 @@ class Lowerer {
       // allocated, so the result may overwrite one (the tile loops allow d == s).
       for (ValueId in : reads) release(in);
       uint32_t r = new_reg();
-      if (n.op == OpKind::ConstantOfShape) {  // the value attribute, 0 when absent
+      if (n.op == OpKind::Range) {  // the element's index in the domain, scaled and offset
+        const auto [start, delta] = *range_immediates(g, n);
+        k.body.insert(k.body.end(), {static_cast<uint32_t>(rt::TileOpcode::Iota), r, float_bits(start), float_bits(delta)});
+      } else if (n.op == OpKind::ConstantOfShape) {  // the value attribute, 0 when absent
         const Attribute* value = n.attr("value");
         const float f = value ? static_cast<float>(value->t->float_at(0)) : 0.0f;
         k.body.insert(k.body.end(), {static_cast<uint32_t>(rt::TileOpcode::Const), r, float_bits(f)});
@@ -874,7 +960,7 @@ class Lowerer {
       if (!any) continue;
       needed[i] = true;
       if (group_of_node[i] >= 0) {
-        for (ValueId in : tile_reads(n)) live.insert(in);
+        for (ValueId in : kernel_reads(g, groups_[static_cast<size_t>(group_of_node[i])], i)) live.insert(in);
       } else {
         for (ValueId in : n.inputs)
           if (in != kNoValue) live.insert(in);
@@ -911,7 +997,7 @@ class Lowerer {
         std::set<ValueId> internal;
         for (size_t ni : grp.nodes) internal.insert(g.nodes[ni].outputs[0]);
         for (size_t ni : grp.nodes)
-          for (ValueId in : tile_reads(g.nodes[ni]))
+          for (ValueId in : kernel_reads(g, grp, ni))
             if (!internal.count(in)) s.reads.push_back(tensor(g, in));
         s.writes.push_back(tensor(g, grp.output));
         steps_.push_back(std::move(s));

@@ -440,6 +440,9 @@ bool fusible_cast(const Node& n, const Graph& g) {
     return false;
   const DType from = g.value(n.inputs[0]).dtype, to = g.value(n.outputs[0]).dtype;
   if (!rt::tile_dtype_supported(to)) return false;
+  // To float32 from any tile dtype: Load's conversion is the kernel's, rounded once, and the
+  // register then holds exactly the float32 result (attention masks: Cast(int64 mask)).
+  if (to == DType::Float && rt::tile_dtype_supported(from)) return true;
   switch (from) {
     case DType::Float: case DType::Float16: case DType::BFloat16: case DType::Bool: return true;
     case DType::Int8: return to != DType::UInt8;

@@ -200,9 +200,14 @@ PatternNode read_pattern_node(const ConfigReader& r, const YAML::Node& v, const 
   r.for_each_entry(v, path, {"op", "inputs", "output", "reduce_last_axis"},
                    [&](const std::string& key, const YAML::Node& value, const std::string& full) {
                      if (key == "op") {
-                       n.op = r.name(value, full);
+                       // "cuvil::FusedMatMul" matches one of cuvil's fused ops (ir/fused_ops.h),
+                       // as a rewrite's op names one.
+                       const std::string name = r.name(value, full);
+                       const size_t sep = name.find("::");
+                       n.domain = sep == std::string::npos ? "" : name.substr(0, sep);
+                       n.op = sep == std::string::npos ? name : name.substr(sep + 2);
                        has_op = true;
-                       if (!op_from_name("", n.op)) r.fail_at(value.Mark(), full, ": unknown op '", n.op, "'");
+                       if (!op_from_name(n.domain, n.op)) r.fail_at(value.Mark(), full, ": unknown op '", name, "'");
                      } else if (key == "inputs") {
                        n.inputs = r.names(value, full);
                      } else if (key == "output") {

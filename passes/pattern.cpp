@@ -372,11 +372,25 @@ void apply_in_graph(Graph& g, const std::vector<Pattern>& patterns, std::map<std
 
 }  // namespace
 
+// The pass that makes a cuvil op only after canonicalize (where rewrite patterns run), or
+// nullptr: a rewrite matching such an op could never fire, so check_pattern refuses it.
+static const char* made_after_canonicalize(const PatternNode& n) {
+  if (n.domain != "cuvil") return nullptr;
+  if (n.op == "Attention" || n.op == "MaskedSoftmax") return "fuse-attention";
+  if (n.op == "FusedMatMul" || n.op == "FusedConv") return "fuse-epilogues";
+  return nullptr;
+}
+
 std::string check_pattern(const Pattern& p) {
   if (p.nodes.empty()) return "pattern '" + p.name + "' matches no nodes";
   std::set<std::string> produced, vars;
   for (const PatternNode& n : p.nodes) {
-    if (!op_from_name(n.domain, n.op)) return "pattern '" + p.name + "': unknown op '" + n.op + "'";
+    if (!op_from_name(n.domain, n.op))
+      return "pattern '" + p.name + "': unknown op '" + (n.domain.empty() ? "" : n.domain + "::") + n.op + "'";
+    if (p.action == Pattern::Action::Rewrite && made_after_canonicalize(n))
+      return "pattern '" + p.name + "': a rewrite runs in the canonicalize pass, before any cuvil::" + n.op +
+             " exists (the " + made_after_canonicalize(n) + " pass makes it later); match it with action fuse or "
+             "keep, which see the graph after all passes";
     if (n.output.empty()) return "pattern '" + p.name + "': a '" + n.op + "' node has no output variable";
     std::vector<std::string> outs = {n.output};
     outs.insert(outs.end(), n.more_outputs.begin(), n.more_outputs.end());

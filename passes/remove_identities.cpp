@@ -24,6 +24,19 @@ ValueId pass_through_input(const Graph& g, const Node& n) {
                ? n.inputs[0]
                : kNoValue;
   }
+  // A Reshape/Flatten/Squeeze/Unsqueeze whose output shape is the input's, dim for dim (gpt2's
+  // Reshape(input_ids, [-1, seq]) of an input [batch, seq]): shape inference read the shape
+  // operand's contents, so at run time it is exactly the input's dims and nothing moves.
+  if (n.op == OpKind::Reshape || n.op == OpKind::Flatten || n.op == OpKind::Squeeze || n.op == OpKind::Unsqueeze) {
+    const Value& in = g.value(n.inputs[0]);
+    const Value& out = g.value(n.outputs[0]);
+    if (n.outputs.size() != 1 || !in.shape || !out.shape || in.shape->size() != out.shape->size() ||
+        in.dtype != out.dtype)
+      return kNoValue;
+    for (size_t k = 0; k < in.shape->size(); ++k)
+      if (!(*in.shape)[k] || !(*out.shape)[k] || !(*(*in.shape)[k] == *(*out.shape)[k])) return kNoValue;
+    return n.inputs[0];
+  }
   if (n.op != OpKind::Dropout) return kNoValue;
   for (size_t i = 1; i < n.outputs.size(); ++i)
     if (n.outputs[i] != kNoValue && uses_of(g, n.outputs[i]).any()) return kNoValue;

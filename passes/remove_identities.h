@@ -1,6 +1,7 @@
-// Pass: Identity, inference-mode Dropout and no-op Cast removal.
+// Pass: Identity, inference-mode Dropout, no-op Cast and no-op reshape removal.
 //
-// Rewrites: an Identity node, a Cast to the dtype its input already has, or a Dropout whose
+// Rewrites: an Identity node, a Cast to the dtype its input already has, a Reshape, Flatten,
+// Squeeze or Unsqueeze whose inferred output shape is its input's, dim for dim, or a Dropout whose
 // mask output nobody reads and that is not in training mode (no training_mode input, or a
 // constant false one), is removed and its readers
 // read its input instead. When its output is a graph output (which keeps its name), the node

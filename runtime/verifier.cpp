@@ -490,6 +490,8 @@ class ProgramVerifier {
         return fail(where, ": the kernel has no loop");
       if (op == TileOpcode::Store && in_loop)
         return fail(where, ": a store inside the loop section would run once per chunk");
+      if (op == TileOpcode::Iota && in_loop)
+        return fail(where, ": Iota numbers the domain's elements, which the loop section does not walk");
       for (size_t i = 0; i < n; ++i) {
         const uint32_t v = k.body[pc + 1 + i];
         CUVIL_RETURN_IF_ERROR(check_operand(kinds[i], v, where, &k));

@@ -271,6 +271,49 @@ TEST(ConfigPatterns, AreRead) {
   EXPECT_EQ(r.rewrite_attrs[2].kind, PatternAttr::Kind::String);
 }
 
+// `op: cuvil::Name` in a match names one of cuvil's fused ops: fuse and keep patterns see the
+// graph after all passes, where cuvil::FusedMatMul and cuvil::Attention exist; a rewrite runs
+// in canonicalize, before they do, so a rewrite matching them is refused.
+TEST(ConfigPatterns, MatchNamesAFusedOp) {
+  CompileOptions o = parse_config("patterns:\n  - name: mm_then_square\n    action: fuse\n    match:\n"
+                                  "      - {op: cuvil::FusedMatMul, inputs: [a, w, b], output: y}\n"
+                                  "      - {op: Mul, inputs: [y, y], output: z}\n",
+                                  "c.yaml");
+  ASSERT_EQ(o.patterns.size(), 1u);
+  EXPECT_EQ(o.patterns[0].nodes[0].domain, "cuvil");
+  EXPECT_EQ(o.patterns[0].nodes[0].op, "FusedMatMul");
+  EXPECT_EQ(o.patterns[0].nodes[1].domain, "");
+  // SiLU is made by canonicalize's built-in rules, before the user's rewrites: allowed.
+  o = parse_config("patterns:\n  - name: silu_twice\n    action: rewrite\n    match:\n"
+                   "      - {op: cuvil::SiLU, inputs: [x], output: y}\n"
+                   "      - {op: Relu, inputs: [y], output: z}\n"
+                   "    rewrite: {op: Relu, opset: 14, inputs: [x]}\n",
+                   "c.yaml");
+  EXPECT_EQ(o.patterns[0].nodes[0].domain, "cuvil");
+}
+
+TEST(ConfigPatterns, BadFusedOpMatches) {
+  EXPECT_EQ(config_error("patterns:\n  - name: p\n    action: keep\n    match:\n"
+                         "      - {op: cuvil::Frob, inputs: [x], output: y}\n"),
+            "c.yaml:5:14: patterns[0].match[0].op: unknown op 'cuvil::Frob'");
+  EXPECT_EQ(config_error("patterns:\n  - name: p\n    action: keep\n    match:\n"
+                         "      - {op: 'onnx::Relu', inputs: [x], output: y}\n"),
+            "c.yaml:5:14: patterns[0].match[0].op: unknown op 'onnx::Relu'");
+  EXPECT_EQ(config_error("patterns:\n  - name: p\n    action: rewrite\n    match:\n"
+                         "      - {op: cuvil::FusedMatMul, inputs: [a, w, b], output: y}\n"
+                         "      - {op: Relu, inputs: [y], output: z}\n"
+                         "    rewrite: {op: Relu, opset: 14, inputs: [a]}\n"),
+            "c.yaml:2:5: patterns[0]: pattern 'p': a rewrite runs in the canonicalize pass, before any "
+            "cuvil::FusedMatMul exists (the fuse-epilogues pass makes it later); match it with action fuse or "
+            "keep, which see the graph after all passes");
+  EXPECT_EQ(config_error("patterns:\n  - name: p\n    action: rewrite\n    match:\n"
+                         "      - {op: cuvil::Attention, inputs: [q, k, v], output: y}\n"
+                         "    rewrite: {op: Relu, opset: 14, inputs: [q]}\n"),
+            "c.yaml:2:5: patterns[0]: pattern 'p': a rewrite runs in the canonicalize pass, before any "
+            "cuvil::Attention exists (the fuse-attention pass makes it later); match it with action fuse or "
+            "keep, which see the graph after all passes");
+}
+
 // `op: cuvil::Name` rewrites to one of cuvil's fused ops, which needs no opset.
 TEST(ConfigPatterns, RewriteToAFusedOp) {
   CompileOptions o = parse_config("patterns:\n  - name: quick_gelu\n    action: rewrite\n    match:\n"

@@ -229,6 +229,14 @@ TEST(ModelReferences, Resnet18Nhwc) { check_model("resnet18", {"--layout", "nhwc
 TEST(ModelReferences, Resnet18LayoutAuto) { check_model("resnet18", {"--layout", "auto"}, "layout auto"); }
 TEST(ModelReferences, MobilenetV2TinyNhwc) { check_model("mobilenet_v2_tiny", {"--layout", "nhwc"}, "layout nhwc"); }
 
+// Without tile kernels (--no-fusion): every Slice, position Gather, Range and mask reshape runs
+// as its whole-tensor kernel, so the strided loads and reshaped loads of the default compile
+// (codegen/strided_loads.h) are checked against the same references from the other side.
+TEST(ModelReferences, BertTinyNoFusion) { check_model("bert_tiny", {"--no-fusion"}, "no fusion"); }
+TEST(ModelReferences, Gpt2TinyNoFusion) { check_model("gpt2_tiny", {"--no-fusion"}, "no fusion"); }
+TEST(ModelReferences, Gpt2TinyPastNoFusion) { check_model("gpt2_tiny_past", {"--no-fusion"}, "no fusion"); }
+TEST(ModelReferences, LlamaTinyNoFusion) { check_model("llama_tiny", {"--no-fusion"}, "no fusion"); }
+
 // Every model in the table has a test above, and every stored reference is used: a model added
 // to make_references.py without a row here (or the other way round) fails.
 TEST(ModelReferences, TableCoversTheStoredReferences) {

@@ -125,5 +125,44 @@ TEST(QuickGeluConfigs, FuseAndSiLURewriteAgreeWithUnfused) {
   }
 }
 
+// A fuse pattern naming a cuvil op: quick GELU after a linear layer (MatMul + bias Add, which
+// fuse-epilogues makes one cuvil::FusedMatMul) matched as FusedMatMul -> Mul -> Sigmoid -> Mul
+// becomes one kernel, the FusedMatMul's, and agrees with the unfused compile.
+TEST(QuickGeluConfigs, FusePatternMatchesAFusedMatMul) {
+  onnx::ModelProto m = quick_gelu_after_matmul();
+  auto* g = m.mutable_graph();
+  *g->add_initializer() = test::make_float_tensor("b", {8}, {0.5f, -0.25f, 1.f, 0.f, -1.f, 0.125f, 2.f, -0.5f});
+  g->mutable_node(0)->set_output(0, "mm_out");
+  auto* add = g->add_node();
+  add->set_op_type("Add");
+  add->set_name("bias");
+  add->add_input("mm_out");
+  add->add_input("b");
+  add->add_output("q");
+  // Keep the nodes in topological order: the Add right after the MatMul.
+  for (int i = g->node_size() - 1; i > 1; --i) g->mutable_node()->SwapElements(i, i - 1);
+  const CompileOptions config = parse_config(
+      "patterns:\n  - name: linear_quick_gelu\n    action: fuse\n    match:\n"
+      "      - {op: cuvil::FusedMatMul, inputs: [x, w, b], output: q}\n"
+      "      - {op: Mul, inputs: [q, k], output: a}\n"
+      "      - {op: Sigmoid, inputs: [a], output: s}\n"
+      "      - {op: Mul, inputs: [q, s], output: y}\n"
+      "    constants: {k: {value: 1.702, tolerance: 1e-4}}\n",
+      "c.yaml");
+  Compiled fused = compile_with(m, config);
+  ASSERT_EQ(fused.lowered.kernel_nodes.size(), 1u);
+  EXPECT_EQ(fused.lowered.kernel_nodes[0].size(), 4u);
+  EXPECT_EQ(fused.lowered.call_ops, 0);
+  CompileOptions plain;
+  plain.fusion = false;
+  std::vector<float> x(18);
+  for (size_t i = 0; i < x.size(); ++i) x[i] = std::sin(static_cast<float>(i)) * 1.5f;
+  const std::vector<float> reference = run(compile_with(m, plain).package, x);
+  const std::vector<float> y = run(fused.package, x);
+  ASSERT_EQ(y.size(), reference.size());
+  for (size_t i = 0; i < y.size(); ++i)
+    EXPECT_NEAR(y[i], reference[i], 1e-5 + 1e-4 * std::fabs(reference[i])) << "element " << i;
+}
+
 }  // namespace
 }  // namespace cuvil

@@ -770,10 +770,12 @@ TEST(TileLoop, CastsThatAreNotExactThroughFloatStayCallOps) {
   test::add_input(g, "i", Tp::INT64, {4});
   test::add_input(g, "q", Tp::INT8, {4});
   test::add_input(g, "u", Tp::UINT8, {4});
-  test::set_attr_int(test::add_node(g, "Cast", {"i"}, {"a"}, "i64_f32"), "to", Tp::FLOAT);
+  // int64 -> int32 wraps in the kernel; a float32 register would round first. (int64 -> float32
+  // is exact through the register: Load's conversion is the kernel's, see LowerGenerators.)
+  test::set_attr_int(test::add_node(g, "Cast", {"i"}, {"a"}, "i64_i32"), "to", Tp::INT32);
   test::set_attr_int(test::add_node(g, "Cast", {"q"}, {"b"}, "i8_u8"), "to", Tp::UINT8);
   test::set_attr_int(test::add_node(g, "Cast", {"u"}, {"c"}, "u8_i8"), "to", Tp::INT8);
-  test::add_output(g, "a", Tp::FLOAT, {4});
+  test::add_output(g, "a", Tp::INT32, {4});
   test::add_output(g, "b", Tp::UINT8, {4});
   test::add_output(g, "c", Tp::INT8, {4});
   Compiled fused = compile(m, true);
@@ -891,6 +893,14 @@ TEST(BadPackage, LoopKernelInstructionsInTheWrongSection) {
   EXPECT_TRUE(RefusedAfter([](rt::TileKernel& k) { k.body[8] = 0; }, "as a chunk register"));
   EXPECT_TRUE(RefusedAfter([](rt::TileKernel& k) { k.loop_end = 6; }, "only allowed in the loop section"));
   EXPECT_TRUE(RefusedAfter([](rt::TileKernel& k) { k.loop_end = 12; }, "store inside the loop"));
+  // An Iota (the Load's slot: register 1, start 0.0, delta 1.0) in the loop section.
+  EXPECT_TRUE(RefusedAfter(
+      [](rt::TileKernel& k) {
+        k.body = {w(rt::TileOpcode::Const), 0, 0, w(rt::TileOpcode::Iota), 1, 0, 0x3f800000u, w(rt::TileOpcode::ReduceSum), 0, 1,
+                  w(rt::TileOpcode::Store), 1, 0};
+        k.loop_end = 10;
+      },
+      "Iota numbers the domain's elements, which the loop section does not walk"));
   // A loop instruction after the ReduceSum overwrites its accumulator.
   EXPECT_TRUE(RefusedAfter([](rt::TileKernel& k) {
     k.body.insert(k.body.begin() + 9, {w(rt::TileOpcode::Load), 0, 0});

@@ -98,6 +98,14 @@ int64_t InferContext::normalize_axis(int64_t axis, int64_t rank, const char* wha
   return a;
 }
 
+namespace {
+// A min or max in the expression: Slice's clamps leave them in dims.
+bool has_clamp(const DimExpr& e) {
+  const std::string t = e.to_string();
+  return t.find("min(") != std::string::npos || t.find("max(") != std::string::npos;
+}
+}  // namespace
+
 std::optional<Shape> InferContext::broadcast(const std::vector<const Value*>& operands) const {
   size_t rank = 0;
   for (const Value* v : operands) {
@@ -126,8 +134,11 @@ std::optional<Shape> InferContext::broadcast(const std::vector<const Value*>& op
       if (ca && cd)
         fail("cannot broadcast dimension ", *ca, " with ", *cd, " (input '", v->name,
              "' axis ", k + s.size() - rank, ")");
-      // Symbolic vs constant or two symbols: prefer the constant; the runtime checks.
-      if (cd && !ca) acc = d;
+      // Symbolic vs constant or two symbolic dims: prefer the constant, then a dim without a
+      // clamp over one with (a causal mask sliced to min(seq, 64) against scores over seq: a
+      // valid model has them equal, and seq keeps the shapes after it provable); the runtime
+      // checks.
+      if ((cd && !ca) || (!ca && !cd && has_clamp(*acc) && !has_clamp(*d))) acc = d;
     }
     out[k] = acc;
   }

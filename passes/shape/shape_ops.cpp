@@ -11,6 +11,7 @@
 #include <cmath>
 #include <cstring>
 
+#include "ir/slice_bounds.h"
 #include "passes/shape/infer.h"
 #include "support/checked.h"
 
@@ -24,11 +25,6 @@ using Values = std::vector<DimExpr>;
 constexpr int64_t kMaxRank = 1024;
 // sym_data is kept for at most this many elements (InferContext enforces the same cap).
 constexpr int64_t kMaxSymElements = 1024;
-// Slice bounds at or beyond this magnitude are exporters' "to the end" sentinels (INT32_MAX,
-// INT64_MAX, their negatives). With a symbolic dim they clamp to the dim, which assumes that
-// axis is shorter than 2^31 - 1; the exact min(seq, 2147483647) would only clutter every shape
-// after it. (With a constant dim the clamp is computed exactly.)
-constexpr int64_t kSliceSentinel = INT32_MAX;
 
 bool since(const InferContext& ctx, int version) {
   int v = ctx.node().opset;
@@ -140,86 +136,6 @@ std::shared_ptr<TensorData> float_tensor(const std::vector<float>& values, bool 
   return t;
 }
 
-
-// x clamped to [lo, hi], leaving out the bounds the ranges already prove (max(x, lo) <= hi
-// follows from x <= hi once lo <= hi is proven too).
-DimExpr clamp(const DimExpr& x, const DimExpr& lo, const DimExpr& hi,
-              const sym::SymbolRanges& r) {
-  bool above_lo = sym::prove_less_equal(lo, x, r);
-  bool below_hi = sym::prove_less_equal(x, hi, r) &&
-                  (above_lo || sym::prove_less_equal(lo, hi, r));
-  DimExpr y = above_lo ? x : sym::max(x, lo);
-  return below_hi ? y : sym::min(y, hi);
-}
-
-// One Slice endpoint per the spec: negative values count from the end, then clamp to
-// [lo, hi]. nullopt when the sign of a symbolic endpoint is not decided by the ranges.
-std::optional<DimExpr> slice_endpoint(const DimExpr& v, const DimExpr& dim, const DimExpr& lo,
-                                      const DimExpr& hi, const sym::SymbolRanges& r) {
-  DimExpr x = v;
-  if (auto c = v.constant()) {
-    if (!dim.is_constant()) {
-      // min(max(x, lo), hi) of such x: hi, or min(lo, hi) (lo > hi when the axis is empty).
-      if (*c >= kSliceSentinel) return hi;
-      if (*c <= -kSliceSentinel) return clamp(lo, lo, hi, r);
-    }
-    if (*c < 0) x = dim + v;  // cannot overflow: c < 0 <= dim
-  } else {
-    sym::Bounds b = sym::bounds(v, r);
-    if (b.hi < 0) x = dim + v;
-    else if (b.lo < 0) return std::nullopt;
-  }
-  return clamp(x, lo, hi, r);
-}
-
-struct SliceAxis {
-  DimExpr start;   // first index taken, after clamping
-  DimExpr length;  // number of elements taken
-};
-
-std::optional<SliceAxis> slice_axis_under(const DimExpr& dim, const DimExpr& start,
-                                          const DimExpr& end, int64_t step,
-                                          const sym::SymbolRanges& r) {
-  // |INT64_MIN| does not exist; any step of that size takes one element, as does -INT64_MAX.
-  if (step == INT64_MIN) step = -INT64_MAX;
-  if (step > 0) {
-    auto s = slice_endpoint(start, dim, DimExpr(0), dim, r);
-    auto e = slice_endpoint(end, dim, DimExpr(0), dim, r);
-    if (!s || !e) return std::nullopt;
-    DimExpr n = step == 1 ? *e - *s : sym::ceildiv(*e - *s, DimExpr(step));
-    if (!sym::prove_less_equal(*s, *e, r)) n = sym::max(n, DimExpr(0));
-    return SliceAxis{*s, n};
-  }
-  auto s = slice_endpoint(start, dim, DimExpr(0), dim - 1, r);
-  auto e = slice_endpoint(end, dim, DimExpr(-1), dim - 1, r);
-  if (!s || !e) return std::nullopt;
-  DimExpr n = step == -1 ? *s - *e : sym::ceildiv(*s - *e, DimExpr(-step));
-  if (!sym::prove_less_equal(*e, *s, r)) n = sym::max(n, DimExpr(0));
-  return SliceAxis{*s, n};
-}
-
-// The sliced extent. Symbols may be 0, which keeps clamps like min(seq, 1) alive; but an
-// empty axis always slices to length 0, so when the dim is one symbol the length worked out
-// for dim >= 1 (where the clamps simplify) is exact everywhere if at dim = 0 it is a constant
-// <= 0 (then max(., 0) fixes that one point). torch.flip's Slice(-1, INT64_MIN, -1) gives
-// `n` instead of `min(n - 1, max(n - 1, 0)) + 1`.
-std::optional<SliceAxis> slice_axis(const DimExpr& dim, const DimExpr& start, const DimExpr& end,
-                                    int64_t step, const sym::SymbolRanges& r) {
-  auto exact = slice_axis_under(dim, start, end, step, r);
-  auto name = dim.as_symbol();
-  if (!exact || !name) return exact;
-  sym::Range range = r.get(*name);
-  if (range.lo >= 1 || range.hi < 1) return exact;
-  sym::SymbolRanges nonempty = r;
-  nonempty.set(*name, sym::Range{1, range.hi});
-  auto assumed = slice_axis_under(dim, start, end, step, nonempty);
-  if (!assumed) return exact;
-  DimExpr len = sym::simplify(assumed->length, nonempty);
-  auto at_zero = sym::substitute(len, {{*name, DimExpr(0)}}).constant();
-  if (!at_zero || *at_zero > 0) return exact;
-  if (*at_zero < 0) len = sym::max(len, DimExpr(0));
-  return SliceAxis{exact->start, len};
-}
 
 // Element count of `in` over that of `out` (all dims known), after cancelling dims that appear
 // on both sides: [b, s, 768] over [b, s, 12] leaves 768 / 12, which needs no help from the
@@ -796,16 +712,16 @@ void infer_slice(InferContext& ctx) {
     ctx.set_output(0, x.dtype, unknown_dims(r));
     return;
   }
-  std::vector<SliceAxis> taken(sliced.size(), SliceAxis{DimExpr(0), DimExpr(0)});
+  std::vector<sym::SliceAxis> taken(sliced.size(), sym::SliceAxis{DimExpr(0), DimExpr(0)});
   std::vector<bool> taken_known(sliced.size(), false);
   for (size_t i = 0; i < sliced.size(); ++i) {
     size_t a = static_cast<size_t>(sliced[i]);
     out[a].reset();
     if (!starts || !ends || (steps_given && !steps) || !in[a]) continue;
     int64_t step = steps ? (*steps)[i] : 1;
-    std::optional<SliceAxis> s;
+    std::optional<sym::SliceAxis> s;
     try {
-      s = slice_axis(*in[a], (*starts)[i], (*ends)[i], step, ctx.ranges());
+      s = sym::slice_axis(*in[a], (*starts)[i], (*ends)[i], step, ctx.ranges());
     } catch (const Diagnostic&) {
       // Overflow in bound arithmetic of hostile constants: the extent stays unknown.
     }

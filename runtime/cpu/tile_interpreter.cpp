@@ -332,6 +332,20 @@ class KernelRun {
           vm::silu(x, d, count, alpha);
           break;
         }
+        case TileOpcode::Iota: {  // as kernel_Range: start + i * delta in double, rounded once
+          float start, delta;
+          std::memcpy(&start, &in.a[1], sizeof start);
+          std::memcpy(&delta, &in.a[2], sizeof delta);
+          float* d = R(in.a[0]);
+          const int64_t cols = dims_.empty() ? 1 : dims_.back();
+          for (int64_t r = 0; r < t.nr; ++r)
+            for (int64_t c = 0; c < t.nc; ++c) {
+              const int64_t i = (t.r0 + r) * cols + t.c0 + c;
+              d[r * t.nc + c] =
+                  static_cast<float>(static_cast<double>(start) + static_cast<double>(i) * static_cast<double>(delta));
+            }
+          break;
+        }
         case TileOpcode::kCount: break;
       }
     }
