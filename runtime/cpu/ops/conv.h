@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "runtime/cpu/ops/conv_depthwise_args.h"
 #include "runtime/op_kernel.h"
 
 namespace cuvil::rt::ops {
@@ -17,6 +18,11 @@ class ConvEpilogue {
   virtual ~ConvEpilogue() = default;
   virtual Status apply(float* y, const std::vector<int64_t>& dims) const = 0;
   virtual Status apply(double* y, const std::vector<int64_t>& dims) const = 0;
+  // The same epilogue as the direct depthwise kernels apply it in registers
+  // (conv_depthwise.h), for a float computation with output dims `dims`: true with *e filled
+  // when it has that form (no residual or a float one of exactly those dims, and an activation
+  // the kernels know); false when apply() must run after the kernel instead.
+  virtual bool register_form(const std::vector<int64_t>& dims, DwEpilogue* e) const { return false; }
 };
 
 // ONNX Conv over inputs X (0), W (1) and B (2, optional) and every Conv attribute of ctx,

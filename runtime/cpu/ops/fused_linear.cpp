@@ -157,6 +157,26 @@ class FusedConvEpilogue : public ConvEpilogue {
       : ctx_(ctx), spec_(spec), dtype_(dtype) {}
   Status apply(float* y, const std::vector<int64_t>& dims) const override { return run(y, dims); }
   Status apply(double* y, const std::vector<int64_t>& dims) const override { return run(y, dims); }
+  bool register_form(const std::vector<int64_t>& dims, DwEpilogue* e) const override {
+    const TensorView* r = ctx_.input(3);
+    if (r && (r->dtype != DType::Float || r->dims != dims)) return false;
+    DwEpilogue f;
+    switch (spec_.act) {
+      case fused::Activation::None: break;
+      case fused::Activation::Relu: f.act = DwActivation::Relu; break;
+      case fused::Activation::Clip: f.act = DwActivation::Clip; break;
+      case fused::Activation::LeakyRelu: f.act = DwActivation::LeakyRelu; break;
+      default:
+        f.act = DwActivation::Array;
+        f.array_fn = vec_activation(spec_.act);
+        if (!f.array_fn) return false;
+    }
+    f.alpha = spec_.alpha;
+    f.beta = spec_.beta;
+    f.residual = r ? r->as<float>() : nullptr;
+    *e = f;
+    return true;
+  }
 
  private:
   template <typename C> Status run(C* y, const std::vector<int64_t>& dims) const {

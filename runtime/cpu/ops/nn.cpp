@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "runtime/cpu/ops/conv.h"
+#include "runtime/cpu/ops/conv_depthwise.h"
 #include "runtime/cpu/ops/kernel_util.h"
 #include "runtime/cpu/ops/quant_params.h"
 #include "runtime/cpu/vec_math.h"
@@ -559,6 +560,37 @@ Status conv_forward(OpContext& ctx, const ConvEpilogue* epilogue, bool channels_
     const C* wp = compute_data<C>(*w, &wb);
     const C* bp = b ? compute_data<C>(*b, &bb) : nullptr;
     ComputeOutput<C> out(y);
+    if constexpr (std::is_same_v<C, float>) {
+      // Depthwise and small-group convolutions over 1 or 2 spatial dims: the direct kernels,
+      // with the epilogue in registers when it has that form.
+      const size_t r = s.w.rank();
+      if (r <= 2 && conv_depthwise_applies(s.group, s.cg, s.mg, product(s.w.kernel), channels_last)) {
+        DwShape d;
+        d.n = s.n;
+        d.c = s.c;
+        d.m = s.m;
+        d.group = s.group;
+        d.in_h = r == 2 ? s.w.in[0] : 1;
+        d.out_h = r == 2 ? s.w.out[0] : 1;
+        d.k_h = r == 2 ? s.w.kernel[0] : 1;
+        d.s_h = r == 2 ? s.w.strides[0] : 1;
+        d.d_h = r == 2 ? s.w.dilations[0] : 1;
+        d.p_h = r == 2 ? s.w.pad_begin[0] : 0;
+        d.in_w = s.w.in[r - 1];
+        d.out_w = s.w.out[r - 1];
+        d.k_w = s.w.kernel[r - 1];
+        d.s_w = s.w.strides[r - 1];
+        d.d_w = s.w.dilations[r - 1];
+        d.p_w = s.w.pad_begin[r - 1];
+        DwEpilogue e;
+        const bool in_registers = epilogue && epilogue->register_form(s.out_dims, &e);
+        if (!in_registers) e = DwEpilogue{};
+        conv_depthwise_float(ctx, d, xp, wp, bp, e, channels_last, out.data());
+        if (epilogue && !in_registers) st = epilogue->apply(out.data(), s.out_dims);
+        out.finish();
+        return;
+      }
+    }
     if (channels_last) conv_nhwc<C>(ctx, s, xp, wp, bp, out.data());
     else conv_float<C>(ctx, s, xp, wp, bp, out.data());
     if (epilogue) st = epilogue->apply(out.data(), s.out_dims);

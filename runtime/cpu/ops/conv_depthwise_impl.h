@@ -1,0 +1,140 @@
+// The direct depthwise convolution kernels of conv_depthwise.h, written once over a vector
+// trait T and included by each path's file inside its own anonymous namespace (portable:
+// conv_depthwise.cpp; conv_depthwise_avx2.cpp; conv_depthwise_avx512.cpp). Uses no library
+// header (see conv_depthwise_args.h for why).
+//
+// Trait T: type V, kWidth lanes; set(f); zero(); load/store (kWidth floats); load_n/store_n
+// (the first n < kWidth lanes, the others read as 0 and not written); add; fma(a, b, c) =
+// a * b + c (rounded once on the FMA paths); relu (x > 0 or NaN ? x : 0, as ONNX Relu);
+// clip(x, lo, hi) = x < lo ? lo : (x > hi ? hi : x); leaky(x, a) = x < 0 ? a * x : x (as ONNX
+// LeakyRelu). NaN propagates through all three, as through the unfused ops.
+
+template <class T> struct DwKernels {
+  using V = typename T::V;
+  static constexpr int64_t kW = T::kWidth;
+
+  static inline V activate(V v, DwActivation act, V lo, V hi) {
+    switch (act) {
+      case DwActivation::Relu: return T::relu(v);
+      case DwActivation::Clip: return T::clip(v, lo, hi);
+      case DwActivation::LeakyRelu: return T::leaky(v, lo);
+      default: return v;
+    }
+  }
+
+  // y[0, n) = act(acc + bias + residual) (n <= kW lanes), the sums in the unfused graph's order.
+  static inline void finish(V acc, const float* bias, bool bias_vec, V bias1, const float* res, float* y, int64_t n,
+                            DwActivation act, V lo, V hi) {
+    if (n == kW) {
+      if (bias) acc = T::add(acc, bias_vec ? T::load(bias) : bias1);
+      if (res) acc = T::add(acc, T::load(res));
+      T::store(y, activate(acc, act, lo, hi));
+    } else {
+      if (bias) acc = T::add(acc, bias_vec ? T::load_n(bias, n) : bias1);
+      if (res) acc = T::add(acc, T::load_n(res, n));
+      T::store_n(y, activate(acc, act, lo, hi), n);
+    }
+  }
+
+  static void plane_rows(const DwPlaneArgs& a) {
+    const DwEpilogue& e = *a.e;
+    const V lo = T::set(e.alpha), hi = T::set(e.beta);
+    const V b1 = T::set(a.bias ? *a.bias : 0.f);
+    for (int64_t r = 0; r < a.rows; ++r) {
+      const float* src = a.planes + r * a.row_stride;
+      float* yr = a.y + r * a.cols;
+      const float* rr = a.residual ? a.residual + r * a.cols : nullptr;
+      int64_t j = 0;
+      // Four vectors of outputs per pass over the taps: four independent FMA chains.
+      for (; j + 4 * kW <= a.cols; j += 4 * kW) {
+        V c0 = T::zero(), c1 = T::zero(), c2 = T::zero(), c3 = T::zero();
+        for (int64_t k = 0; k < a.ntaps; ++k) {
+          const V wk = T::set(a.w[k]);
+          const float* p = src + a.off[k] + j;
+          c0 = T::fma(T::load(p), wk, c0);
+          c1 = T::fma(T::load(p + kW), wk, c1);
+          c2 = T::fma(T::load(p + 2 * kW), wk, c2);
+          c3 = T::fma(T::load(p + 3 * kW), wk, c3);
+        }
+        finish(c0, a.bias, false, b1, rr ? rr + j : nullptr, yr + j, kW, e.act, lo, hi);
+        finish(c1, a.bias, false, b1, rr ? rr + j + kW : nullptr, yr + j + kW, kW, e.act, lo, hi);
+        finish(c2, a.bias, false, b1, rr ? rr + j + 2 * kW : nullptr, yr + j + 2 * kW, kW, e.act, lo, hi);
+        finish(c3, a.bias, false, b1, rr ? rr + j + 3 * kW : nullptr, yr + j + 3 * kW, kW, e.act, lo, hi);
+      }
+      // The rest a vector at a time; the last may be partial (its loads run into the next row
+      // or the planes' slack, lanes that are never stored).
+      for (; j < a.cols; j += kW) {
+        const int64_t n = a.cols - j < kW ? a.cols - j : kW;
+        V c0 = T::zero();
+        for (int64_t k = 0; k < a.ntaps; ++k) c0 = T::fma(T::load(src + a.off[k] + j), T::set(a.w[k]), c0);
+        finish(c0, a.bias, false, b1, rr ? rr + j : nullptr, yr + j, n, e.act, lo, hi);
+      }
+      if (e.act == DwActivation::Array) e.array_fn(yr, yr, a.cols);
+    }
+  }
+
+  static void nhwc_rows(const DwNhwcArgs& a) {
+    const DwShape& s = *a.s;
+    const int64_t C = s.c;
+    const DwEpilogue& e = *a.e;
+    const V lo = T::set(e.alpha), hi = T::set(e.beta), zero = T::zero();
+    // The valid taps of one output position: (input offset in floats, weight row offset).
+    constexpr int64_t kMaxTaps = 64;
+    int64_t xoff[kMaxTaps], woff[kMaxTaps];
+    for (int64_t oh = a.oh0; oh < a.oh1; ++oh) {
+      float* yrow = a.y + oh * s.out_w * C;
+      for (int64_t ow = 0; ow < s.out_w; ++ow) {
+        int64_t ntaps = 0;
+        for (int64_t kh = 0; kh < s.k_h; ++kh) {
+          const int64_t ih = oh * s.s_h - s.p_h + kh * s.d_h;
+          if (ih < 0 || ih >= s.in_h) continue;
+          for (int64_t kw = 0; kw < s.k_w; ++kw) {
+            const int64_t iw = ow * s.s_w - s.p_w + kw * s.d_w;
+            if (iw < 0 || iw >= s.in_w) continue;
+            xoff[ntaps] = (ih * s.in_w + iw) * C;
+            woff[ntaps] = (kh * s.k_w + kw) * C;
+            ++ntaps;
+          }
+        }
+        float* yp = yrow + ow * C;
+        const float* rp = a.residual ? a.residual + (oh * s.out_w + ow) * C : nullptr;
+        int64_t c = 0;
+        for (; c + 4 * kW <= C; c += 4 * kW) {
+          V c0 = zero, c1 = zero, c2 = zero, c3 = zero;
+          for (int64_t t = 0; t < ntaps; ++t) {
+            const float* xp = a.x + xoff[t] + c;
+            const float* wp = a.wt + woff[t] + c;
+            c0 = T::fma(T::load(xp), T::load(wp), c0);
+            c1 = T::fma(T::load(xp + kW), T::load(wp + kW), c1);
+            c2 = T::fma(T::load(xp + 2 * kW), T::load(wp + 2 * kW), c2);
+            c3 = T::fma(T::load(xp + 3 * kW), T::load(wp + 3 * kW), c3);
+          }
+          for (int u = 0; u < 4; ++u) {
+            const V acc = u == 0 ? c0 : u == 1 ? c1 : u == 2 ? c2 : c3;
+            const int64_t cu = c + u * kW;
+            finish(acc, a.bias ? a.bias + cu : nullptr, true, zero, rp ? rp + cu : nullptr, yp + cu, kW, e.act, lo,
+                   hi);
+          }
+        }
+        for (; c < C; c += kW) {
+          const int64_t n = C - c < kW ? C - c : kW;
+          V c0 = zero;
+          if (n == kW) {
+            for (int64_t t = 0; t < ntaps; ++t)
+              c0 = T::fma(T::load(a.x + xoff[t] + c), T::load(a.wt + woff[t] + c), c0);
+          } else {
+            for (int64_t t = 0; t < ntaps; ++t)
+              c0 = T::fma(T::load_n(a.x + xoff[t] + c, n), T::load_n(a.wt + woff[t] + c, n), c0);
+          }
+          finish(c0, a.bias ? a.bias + c : nullptr, true, zero, rp ? rp + c : nullptr, yp + c, n, e.act, lo, hi);
+        }
+      }
+      if (e.act == DwActivation::Array) e.array_fn(yrow, yrow, s.out_w * C);
+    }
+  }
+};
+
+// Defines a path's entry points over trait T (inside that path's namespace).
+#define CUVIL_DW_DEFINE_ENTRY_POINTS(T)                                   \
+  void plane_rows(const DwPlaneArgs& a) { DwKernels<T>::plane_rows(a); } \
+  void nhwc_rows(const DwNhwcArgs& a) { DwKernels<T>::nhwc_rows(a); }
