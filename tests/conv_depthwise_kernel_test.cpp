@@ -325,4 +325,47 @@ TEST(ConvDepthwiseKernel, NaNPropagates) {
   rt::set_cpu_path_for_testing(before);
 }
 
+// The GEMM-based FusedConv and FusedMatMul apply relu, clip and leaky_relu with the same
+// in-register code (conv_depthwise.h's activate_row) on every path: bit for bit what Conv or
+// MatMul, Add and the activation's ONNX op give, with NaN and signed zeros in the sums.
+TEST(ConvDepthwiseKernel, GemmEpilogueActivationsEqualTheUnfusedOps) {
+  TensorData a = random_tensor({5, 7}, 1);
+  const TensorData b = random_tensor({7, 37}, 2), bias = random_tensor({37}, 3);
+  const float nan = NAN;
+  std::memcpy(a.bytes.data(), &nan, 4);  // row 0 of the product is NaN
+  const TensorData x = random_tensor({1, 6, 5, 9}, 4), w = random_tensor({8, 6, 3, 3}, 5), cb = random_tensor({8}, 6);
+  TensorData zero = random_tensor({1, 1}, 7);
+  const float lo = -0.5f, hi = 0.75f;
+  TensorData tlo = zero, thi = zero;
+  tlo.dims = thi.dims = {};
+  std::memcpy(tlo.bytes.data(), &lo, 4);
+  std::memcpy(thi.bytes.data(), &hi, 4);
+  const rt::CpuPath before = rt::active_cpu_path();
+  for (rt::CpuPath path : rt::supported_cpu_paths()) {
+    ASSERT_TRUE(rt::set_cpu_path_for_testing(path));
+    for (const char* act : {"relu", "clip", "leaky_relu"}) {
+      SCOPED_TRACE(std::string(rt::cpu_path_name(path)) + " " + act);
+      const float alpha = std::string(act) == "clip" ? lo : 0.3f;
+      auto unfused_act = [&](const TensorData& t) {
+        if (std::string(act) == "relu") return run("", "Relu", {}, {&t});
+        if (std::string(act) == "clip") return run("", "Clip", {}, {&t, &tlo, &thi});
+        return run("", "LeakyRelu", {{"alpha", attr_float(alpha)}}, {&t});
+      };
+      const std::map<std::string, Attribute> fa = {{"activation", attr_str(act)},
+                                                   {"activation_alpha", attr_float(alpha)},
+                                                   {"activation_beta", attr_float(hi)}};
+      const TensorData fused_mm = run("cuvil", "FusedMatMul", fa, {&a, &b, &bias});
+      TensorData mm = run("", "MatMul", {}, {&a, &b});
+      mm = run("", "Add", {}, {&mm, &bias});
+      EXPECT_TRUE(bitwise_equal(fused_mm, unfused_act(mm))) << "FusedMatMul";
+      std::map<std::string, Attribute> ca = fa;
+      ca["pads"] = attr_ints({1, 1, 1, 1});
+      const TensorData fused_conv = run("cuvil", "FusedConv", ca, {&x, &w, &cb});
+      const TensorData conv = run("", "Conv", {{"pads", attr_ints({1, 1, 1, 1})}}, {&x, &w, &cb});
+      EXPECT_TRUE(bitwise_equal(fused_conv, unfused_act(conv))) << "FusedConv";
+    }
+  }
+  rt::set_cpu_path_for_testing(before);
+}
+
 }  // namespace

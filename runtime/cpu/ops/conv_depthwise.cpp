@@ -116,11 +116,19 @@ void depthwise_nchw(OpContext& ctx, const DwShape& s, const float* x, const floa
                 std::fill(dst, dst + ew, 0.f);
                 continue;
               }
+              // Columns j with 0 <= j * sw + q - pw < in_w come from the row, the rest are padding.
               const float* src = xc + ih * s.in_w;
-              for (int64_t j = 0; j < ew; ++j) {
-                const int64_t iw = j * s.s_w + q - s.p_w;
-                dst[j] = iw >= 0 && iw < s.in_w ? src[iw] : 0.f;
+              const int64_t first = q - s.p_w, last = s.in_w - 1 + s.p_w - q;  // iw = j * sw + first
+              const int64_t j_lo = std::min(ew, first < 0 ? (-first + s.s_w - 1) / s.s_w : 0);
+              const int64_t j_hi = last < 0 ? j_lo : std::max(j_lo, std::min(ew, last / s.s_w + 1));
+              std::fill(dst, dst + j_lo, 0.f);
+              if (s.s_w == 1) {
+                if (j_hi > j_lo)
+                  std::memcpy(dst + j_lo, src + j_lo + first, static_cast<size_t>(j_hi - j_lo) * sizeof(float));
+              } else {
+                for (int64_t j = j_lo; j < j_hi; ++j) dst[j] = src[j * s.s_w + first];
               }
+              std::fill(dst + j_hi, dst + ew, 0.f);
             }
           }
       }
@@ -176,6 +184,16 @@ void depthwise_nhwc(OpContext& ctx, const DwShape& s, const float* x, const floa
 constexpr int64_t kNhwcMaxTaps = 64;  // conv_depthwise_impl.h's per-position tap list
 
 }  // namespace
+
+void activate_row(float* y, int64_t n, const DwEpilogue& e) {
+  switch (active_cpu_path()) {
+#if defined(__x86_64__)
+    case CpuPath::Avx512: return dw_avx512::activate_row(y, n, e);
+    case CpuPath::Avx2: return dw_avx2::activate_row(y, n, e);
+#endif
+    default: return dw_portable::activate_row(y, n, e);
+  }
+}
 
 bool conv_depthwise_applies(int64_t group, int64_t cg, int64_t mg, int64_t taps, bool channels_last) {
   if (group <= 1) return false;

@@ -36,4 +36,9 @@ bool conv_depthwise_applies(int64_t group, int64_t cg, int64_t mg, int64_t taps,
 void conv_depthwise_float(OpContext& ctx, const DwShape& s, const float* x, const float* w, const float* bias,
                           const DwEpilogue& e, bool channels_last, float* y);
 
+// y[0, n) = act(y[0, n)) in place, with the kernels' in-register activations (and e.array_fn
+// for DwActivation::Array; e.residual is not read): the epilogue of the GEMM-based FusedConv
+// and FusedMatMul rows too, so that every path of every fused linear op activates alike.
+void activate_row(float* y, int64_t n, const DwEpilogue& e);
+
 }  // namespace cuvil::rt::ops

@@ -62,6 +62,7 @@ struct DwNhwcArgs {
 // in conv_depthwise.cpp).
 #define CUVIL_DW_PATH_ENTRY_POINTS          \
   void plane_rows(const DwPlaneArgs& a); \
-  void nhwc_rows(const DwNhwcArgs& a);
+  void nhwc_rows(const DwNhwcArgs& a);     \
+  void activate_row(float* y, int64_t n, const DwEpilogue& e);
 
 }  // namespace cuvil::rt::ops

@@ -132,9 +132,22 @@ template <class T> struct DwKernels {
       if (e.act == DwActivation::Array) e.array_fn(yrow, yrow, s.out_w * C);
     }
   }
+
+  static void activate_row(float* y, int64_t n, const DwEpilogue& e) {
+    if (e.act == DwActivation::Array) {
+      e.array_fn(y, y, n);
+      return;
+    }
+    if (e.act == DwActivation::None) return;
+    const V lo = T::set(e.alpha), hi = T::set(e.beta);
+    int64_t i = 0;
+    for (; i + kW <= n; i += kW) T::store(y + i, activate(T::load(y + i), e.act, lo, hi));
+    if (i < n) T::store_n(y + i, activate(T::load_n(y + i, n - i), e.act, lo, hi), n - i);
+  }
 };
 
 // Defines a path's entry points over trait T (inside that path's namespace).
 #define CUVIL_DW_DEFINE_ENTRY_POINTS(T)                                   \
   void plane_rows(const DwPlaneArgs& a) { DwKernels<T>::plane_rows(a); } \
-  void nhwc_rows(const DwNhwcArgs& a) { DwKernels<T>::nhwc_rows(a); }
+  void nhwc_rows(const DwNhwcArgs& a) { DwKernels<T>::nhwc_rows(a); }    \
+  void activate_row(float* y, int64_t n, const DwEpilogue& e) { DwKernels<T>::activate_row(y, n, e); }

@@ -9,6 +9,7 @@
 
 #include "ir/fused_ops.h"
 #include "runtime/cpu/ops/conv.h"
+#include "runtime/cpu/ops/conv_depthwise.h"
 #include "runtime/cpu/ops/kernel_util.h"
 #include "runtime/cpu/vec_math.h"
 
@@ -87,9 +88,43 @@ float activation1(const ActivationSpec& spec, float v) {
 
 // y = act(y + bias + residual) over y's dims, in compute type C. The operands are summed in
 // the order of the unfused graph: the accumulator, then the bias, then the residual.
+// The activation in the form of the direct convolution's kernels (conv_depthwise.h); false
+// for an activation they do not know.
+bool register_activation(const ActivationSpec& spec, DwEpilogue* e) {
+  switch (spec.act) {
+    case fused::Activation::None: e->act = DwActivation::None; break;
+    case fused::Activation::Relu: e->act = DwActivation::Relu; break;
+    case fused::Activation::Clip: e->act = DwActivation::Clip; break;
+    case fused::Activation::LeakyRelu: e->act = DwActivation::LeakyRelu; break;
+    default:
+      e->act = DwActivation::Array;
+      e->array_fn = vec_activation(spec.act);
+      if (!e->array_fn) return false;
+  }
+  e->alpha = spec.alpha;
+  e->beta = spec.beta;
+  return true;
+}
+
+// y[j] += op[off + j * step] for j < n (op may be null: nothing to add).
+inline void add_operand_row(float* y, const float* op, int64_t off, int64_t step, int64_t n) {
+  if (!op) return;
+  const float* o = op + off;
+  if (step == 1) {
+    for (int64_t j = 0; j < n; ++j) y[j] += o[j];
+  } else if (step == 0) {
+    const float v = *o;
+    for (int64_t j = 0; j < n; ++j) y[j] += v;
+  } else {
+    for (int64_t j = 0; j < n; ++j) y[j] += o[j * step];
+  }
+}
+
 template <typename C>
 void apply_epilogue(OpContext& ctx, C* y, const std::vector<int64_t>& dims, const Operand& bias,
                     const Operand& residual, const ActivationSpec& spec) {
+  DwEpilogue act;
+  const bool vector_act = register_activation(spec, &act);  // every activation has one form or the other
   std::vector<C> bbuf, rbuf;
   const C* bp = bias.view ? compute_data<C>(*bias.view, &bbuf) : nullptr;
   const C* rp = residual.view ? compute_data<C>(*residual.view, &rbuf) : nullptr;
@@ -112,19 +147,17 @@ void apply_epilogue(OpContext& ctx, C* y, const std::vector<int64_t>& dims, cons
       const int64_t bstep = bp && rank ? bias.strides.back() : 0;
       const int64_t rstep = rp && rank ? residual.strides.back() : 0;
       C* yr = y + row * inner;
-      if constexpr (std::is_same_v<C, float>) {
-        // Activations with a runtime/cpu/vec_math.h form run vectorised over the row after the
-        // sums, the functions the tile epilogue and the unfused kernels call (bit for bit).
-        if (auto fn = vec_activation(spec.act)) {
-          for (int64_t j = 0; j < inner; ++j) {
-            C v = yr[j];
-            if (bp) v += bp[boff + j * bstep];
-            if (rp) v += rp[roff + j * rstep];
-            yr[j] = v;
-          }
-          fn(yr, yr, inner);
-          continue;
+      if (std::is_same_v<C, float> && vector_act) {
+        // The sums (one pass each, the same roundings as one pass doing both), then the
+        // activation vectorised over the row: in registers (relu, clip, leaky_relu, as the
+        // direct convolution does) or runtime/cpu/vec_math.h's array functions, which the tile
+        // epilogue and the unfused kernels call too (bit for bit).
+        if constexpr (std::is_same_v<C, float>) {
+          add_operand_row(yr, bp, boff, bstep, inner);
+          add_operand_row(yr, rp, roff, rstep, inner);
+          activate_row(yr, inner, act);
         }
+        continue;
       }
       for (int64_t j = 0; j < inner; ++j) {
         C v = yr[j];
@@ -161,18 +194,7 @@ class FusedConvEpilogue : public ConvEpilogue {
     const TensorView* r = ctx_.input(3);
     if (r && (r->dtype != DType::Float || r->dims != dims)) return false;
     DwEpilogue f;
-    switch (spec_.act) {
-      case fused::Activation::None: break;
-      case fused::Activation::Relu: f.act = DwActivation::Relu; break;
-      case fused::Activation::Clip: f.act = DwActivation::Clip; break;
-      case fused::Activation::LeakyRelu: f.act = DwActivation::LeakyRelu; break;
-      default:
-        f.act = DwActivation::Array;
-        f.array_fn = vec_activation(spec_.act);
-        if (!f.array_fn) return false;
-    }
-    f.alpha = spec_.alpha;
-    f.beta = spec_.beta;
+    if (!register_activation(spec_, &f)) return false;
     f.residual = r ? r->as<float>() : nullptr;
     *e = f;
     return true;
