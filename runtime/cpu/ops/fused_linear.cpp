@@ -41,7 +41,8 @@ Status read_activation(OpContext& ctx, ActivationSpec* spec) {
 // An epilogue operand (bias or residual) read over the output's dims.
 struct Operand {
   const TensorView* view = nullptr;
-  std::vector<int64_t> strides;  // over the output dims, 0 where it broadcasts
+  const void* compute = nullptr;  // or the data already in the compute type (conv's B)
+  std::vector<int64_t> strides;   // over the output dims, 0 where it broadcasts
 };
 
 Status epilogue_operand(OpContext& ctx, size_t index, const char* role, DType dtype,
@@ -121,18 +122,36 @@ inline void add_operand_row(float* y, const float* op, int64_t off, int64_t step
 }
 
 template <typename C>
-void apply_epilogue(OpContext& ctx, C* y, const std::vector<int64_t>& dims, const Operand& bias,
+void apply_epilogue(OpContext& ctx, C* y, const std::vector<int64_t>& full_dims, const Operand& bias,
                     const Operand& residual, const ActivationSpec& spec) {
   DwEpilogue act;
   const bool vector_act = register_activation(spec, &act);  // every activation has one form or the other
   std::vector<C> bbuf, rbuf;
-  const C* bp = bias.view ? compute_data<C>(*bias.view, &bbuf) : nullptr;
+  const C* bp = bias.compute ? static_cast<const C*>(bias.compute)
+                             : bias.view ? compute_data<C>(*bias.view, &bbuf) : nullptr;
   const C* rp = residual.view ? compute_data<C>(*residual.view, &rbuf) : nullptr;
+  int64_t numel = 1;
+  for (int64_t d : full_dims) numel *= d;
+  if (numel == 0) return;
+  // Adjacent dims that every operand steps through as one are merged (y is dense), so that a
+  // row is as long as it can be: a [N, C, 7, 7] output with a per-channel bias has rows of 49.
+  std::vector<int64_t> dims;
+  Operand bias_m, res_m;
+  for (size_t d = 0; d < full_dims.size(); ++d) {
+    if (full_dims[d] == 1) continue;
+    const int64_t bs = bp ? bias.strides[d] : 0, rs = rp ? residual.strides[d] : 0;
+    if (!dims.empty() && bias_m.strides.back() == bs * full_dims[d] && res_m.strides.back() == rs * full_dims[d]) {
+      dims.back() *= full_dims[d];
+      bias_m.strides.back() = bs;
+      res_m.strides.back() = rs;
+    } else {
+      dims.push_back(full_dims[d]);
+      bias_m.strides.push_back(bs);
+      res_m.strides.push_back(rs);
+    }
+  }
   const int64_t rank = static_cast<int64_t>(dims.size());
   const int64_t inner = rank ? dims.back() : 1;
-  int64_t numel = 1;
-  for (int64_t d : dims) numel *= d;
-  if (numel == 0) return;
   const int64_t rows = numel / inner;
   parallel_range(ctx, rows, 16, [&](int64_t begin, int64_t end) {
     for (int64_t row = begin; row < end; ++row) {
@@ -141,11 +160,11 @@ void apply_epilogue(OpContext& ctx, C* y, const std::vector<int64_t>& dims, cons
       for (int64_t d = rank - 2; d >= 0; --d) {
         const int64_t i = rest % dims[d];
         rest /= dims[d];
-        if (bp) boff += i * bias.strides[d];
-        if (rp) roff += i * residual.strides[d];
+        if (bp) boff += i * bias_m.strides[d];
+        if (rp) roff += i * res_m.strides[d];
       }
-      const int64_t bstep = bp && rank ? bias.strides.back() : 0;
-      const int64_t rstep = rp && rank ? residual.strides.back() : 0;
+      const int64_t bstep = bp && rank ? bias_m.strides.back() : 0;
+      const int64_t rstep = rp && rank ? res_m.strides.back() : 0;
       C* yr = y + row * inner;
       if (std::is_same_v<C, float> && vector_act) {
         // The sums (one pass each, the same roundings as one pass doing both), then the
@@ -188,8 +207,12 @@ class FusedConvEpilogue : public ConvEpilogue {
  public:
   FusedConvEpilogue(OpContext& ctx, const ActivationSpec& spec, DType dtype)
       : ctx_(ctx), spec_(spec), dtype_(dtype) {}
-  Status apply(float* y, const std::vector<int64_t>& dims) const override { return run(y, dims); }
-  Status apply(double* y, const std::vector<int64_t>& dims) const override { return run(y, dims); }
+  Status apply(float* y, const std::vector<int64_t>& dims, const float* bias, bool channels_last) const override {
+    return run(y, dims, bias, channels_last);
+  }
+  Status apply(double* y, const std::vector<int64_t>& dims, const double* bias, bool channels_last) const override {
+    return run(y, dims, bias, channels_last);
+  }
   bool register_form(const std::vector<int64_t>& dims, DwEpilogue* e) const override {
     const TensorView* r = ctx_.input(3);
     if (r && (r->dtype != DType::Float || r->dims != dims)) return false;
@@ -201,10 +224,15 @@ class FusedConvEpilogue : public ConvEpilogue {
   }
 
  private:
-  template <typename C> Status run(C* y, const std::vector<int64_t>& dims) const {
-    Operand residual;
+  template <typename C> Status run(C* y, const std::vector<int64_t>& dims, const C* b, bool channels_last) const {
+    Operand residual, bias;
     CUVIL_RETURN_IF_ERROR(epilogue_operand(ctx_, 3, "residual", dtype_, dims, &residual));
-    apply_epilogue<C>(ctx_, y, dims, Operand{}, residual, spec_);
+    if (b) {  // B [M] over the output's channel axis
+      bias.compute = b;
+      bias.strides.assign(dims.size(), 0);
+      bias.strides[channels_last ? dims.size() - 1 : 1] = 1;
+    }
+    apply_epilogue<C>(ctx_, y, dims, bias, residual, spec_);
     return Status::ok();
   }
   OpContext& ctx_;

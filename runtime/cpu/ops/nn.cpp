@@ -586,14 +586,19 @@ Status conv_forward(OpContext& ctx, const ConvEpilogue* epilogue, bool channels_
         const bool in_registers = epilogue && epilogue->register_form(s.out_dims, &e);
         if (!in_registers) e = DwEpilogue{};
         conv_depthwise_float(ctx, d, xp, wp, bp, e, channels_last, out.data());
-        if (epilogue && !in_registers) st = epilogue->apply(out.data(), s.out_dims);
+        if (epilogue && !in_registers) st = epilogue->apply(out.data(), s.out_dims, nullptr, channels_last);
         out.finish();
         return;
       }
     }
-    if (channels_last) conv_nhwc<C>(ctx, s, xp, wp, bp, out.data());
-    else conv_float<C>(ctx, s, xp, wp, bp, out.data());
-    if (epilogue) st = epilogue->apply(out.data(), s.out_dims);
+    // The GEMM-based paths add B after the product, as the epilogue's first step would: with
+    // an epilogue, B is left to its pass (one pass over y fewer). The direct paths start
+    // their sums from B, so they keep it.
+    const bool direct = channels_last ? (s.cg == 1 && s.mg == 1 && s.group > 1) : (s.mg < 4 && s.group > 1);
+    const C* conv_bias = epilogue && !direct ? nullptr : bp;
+    if (channels_last) conv_nhwc<C>(ctx, s, xp, wp, conv_bias, out.data());
+    else conv_float<C>(ctx, s, xp, wp, conv_bias, out.data());
+    if (epilogue) st = epilogue->apply(out.data(), s.out_dims, conv_bias ? nullptr : bp, channels_last);
     out.finish();
   });
   return st;
