@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <memory>
 #include <vector>
 
 #include "runtime/cpu/cpu_features.h"
@@ -68,6 +69,15 @@ void run_plane_rows(CpuPath path, const DwPlaneArgs& a) {
     default: return dw_portable::plane_rows(a);
   }
 }
+void run_gather(CpuPath path, const float* src, int64_t stride, float* dst, int64_t n) {
+  switch (path) {
+#if defined(__x86_64__)
+    case CpuPath::Avx512: return dw_avx512::gather(src, stride, dst, n);
+    case CpuPath::Avx2: return dw_avx2::gather(src, stride, dst, n);
+#endif
+    default: return dw_portable::gather(src, stride, dst, n);
+  }
+}
 void run_nhwc_rows(CpuPath path, const DwNhwcArgs& a) {
   switch (path) {
 #if defined(__x86_64__)
@@ -101,14 +111,16 @@ void depthwise_nchw(OpContext& ctx, const DwShape& s, const float* x, const floa
       }
   const CpuPath path = active_cpu_path();
   parallel_range(ctx, s.n * s.group, 1, [&](int64_t begin, int64_t end) {
-    std::vector<float> planes(static_cast<size_t>(cg * per_channel + kDwPlaneSlack), 0.f);
+    // Not value-initialised: every plane element is written below; only the slack is zeroed.
+    std::unique_ptr<float[]> planes(new float[static_cast<size_t>(cg * per_channel + kDwPlaneSlack)]);
+    std::fill(planes.get() + cg * per_channel, planes.get() + cg * per_channel + kDwPlaneSlack, 0.f);
     for (int64_t task = begin; task < end; ++task) {
       const int64_t n = task / s.group, g = task % s.group;
       for (int64_t c = 0; c < cg; ++c) {
         const float* xc = x + (n * s.c + g * cg + c) * pin;
         for (int64_t p = 0; p < s.s_h; ++p)
           for (int64_t q = 0; q < s.s_w; ++q) {
-            float* pl = planes.data() + c * per_channel + (p * s.s_w + q) * plane;
+            float* pl = planes.get() + c * per_channel + (p * s.s_w + q) * plane;
             for (int64_t i = 0; i < eh; ++i) {
               float* dst = pl + i * ew;
               const int64_t ih = i * s.s_h + p - s.p_h;
@@ -126,7 +138,7 @@ void depthwise_nchw(OpContext& ctx, const DwShape& s, const float* x, const floa
                 if (j_hi > j_lo)
                   std::memcpy(dst + j_lo, src + j_lo + first, static_cast<size_t>(j_hi - j_lo) * sizeof(float));
               } else {
-                for (int64_t j = j_lo; j < j_hi; ++j) dst[j] = src[j * s.s_w + first];
+                run_gather(path, src + j_lo * s.s_w + first, s.s_w, dst + j_lo, j_hi - j_lo);
               }
               std::fill(dst + j_hi, dst + ew, 0.f);
             }
@@ -135,7 +147,7 @@ void depthwise_nchw(OpContext& ctx, const DwShape& s, const float* x, const floa
       for (int64_t mi = 0; mi < mg; ++mi) {
         const int64_t m = g * mg + mi;
         DwPlaneArgs a;
-        a.planes = planes.data();
+        a.planes = planes.get();
         a.off = off.data();
         a.w = w + m * cg * kk;
         a.ntaps = cg * kk;

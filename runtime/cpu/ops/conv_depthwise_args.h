@@ -63,6 +63,7 @@ struct DwNhwcArgs {
 #define CUVIL_DW_PATH_ENTRY_POINTS          \
   void plane_rows(const DwPlaneArgs& a); \
   void nhwc_rows(const DwNhwcArgs& a);     \
-  void activate_row(float* y, int64_t n, const DwEpilogue& e);
+  void activate_row(float* y, int64_t n, const DwEpilogue& e); \
+  void gather(const float* src, int64_t stride, float* dst, int64_t n);
 
 }  // namespace cuvil::rt::ops

@@ -146,8 +146,19 @@ template <class T> struct DwKernels {
   }
 };
 
+// dst[j] = src[j * stride] for j < n: the phase planes' column gather, left to the compiler's
+// vectoriser for the path's instruction set (strided loads become permutes).
+inline void gather_columns(const float* src, int64_t stride, float* dst, int64_t n) {
+  if (stride == 2) {
+    for (int64_t j = 0; j < n; ++j) dst[j] = src[2 * j];
+  } else {
+    for (int64_t j = 0; j < n; ++j) dst[j] = src[j * stride];
+  }
+}
+
 // Defines a path's entry points over trait T (inside that path's namespace).
 #define CUVIL_DW_DEFINE_ENTRY_POINTS(T)                                   \
   void plane_rows(const DwPlaneArgs& a) { DwKernels<T>::plane_rows(a); } \
   void nhwc_rows(const DwNhwcArgs& a) { DwKernels<T>::nhwc_rows(a); }    \
-  void activate_row(float* y, int64_t n, const DwEpilogue& e) { DwKernels<T>::activate_row(y, n, e); }
+  void activate_row(float* y, int64_t n, const DwEpilogue& e) { DwKernels<T>::activate_row(y, n, e); } \
+  void gather(const float* src, int64_t stride, float* dst, int64_t n) { gather_columns(src, stride, dst, n); }

@@ -494,6 +494,8 @@ void conv_nhwc(OpContext& ctx, const ConvShape& s, const C* x, const C* w, const
            y + g * s.mg, s.m);
   } else {
     const int64_t chunk = std::max<int64_t>(1, std::min(rows, kColumnBudget / kg));
+    std::vector<int64_t> taps(static_cast<size_t>(kprod) * r);  // each tap's kernel index, once
+    for (int64_t kk = 0; kk < kprod; ++kk) unflatten(kk, win.kernel, taps.data() + kk * r);
     std::vector<C> col(static_cast<size_t>(chunk * kg));
     for (int64_t r0 = 0; r0 < rows; r0 += chunk) {
       const int64_t r1 = std::min(rows, r0 + chunk);
@@ -501,14 +503,13 @@ void conv_nhwc(OpContext& ctx, const ConvShape& s, const C* x, const C* w, const
         // col[row][(c, kk)] = x[n, i(o, kk), g * cg + c], zero in the padding: W's own order, so
         // each row scatters its taps within kg elements (in L1) and W needs no copy.
         parallel_range(ctx, r1 - r0, 8, [&](int64_t begin, int64_t end) {
-          std::vector<int64_t> oidx(r), kidx(r);
+          std::vector<int64_t> oidx(r);
           for (int64_t row = r0 + begin; row < r0 + end; ++row) {
             const int64_t n = row / pout;
             unflatten(row % pout, win.out, oidx.data());
             C* cr = col.data() + (row - r0) * kg;
             for (int64_t kk = 0; kk < kprod; ++kk) {
-              unflatten(kk, win.kernel, kidx.data());
-              const int64_t off = nhwc_input_offset(win, oidx.data(), kidx.data());
+              const int64_t off = nhwc_input_offset(win, oidx.data(), taps.data() + kk * r);
               if (off < 0) {
                 for (int64_t c = 0; c < s.cg; ++c) cr[c * kprod + kk] = C(0);
               } else {
