@@ -197,6 +197,16 @@ constexpr int64_t kNhwcMaxTaps = 64;  // conv_depthwise_impl.h's per-position ta
 
 }  // namespace
 
+void epilogue_row(float* y, int64_t n, const float* bias, bool bias_vec, const float* res, const DwEpilogue& e) {
+  switch (active_cpu_path()) {
+#if defined(__x86_64__)
+    case CpuPath::Avx512: return dw_avx512::epilogue_row(y, n, bias, bias_vec, res, e);
+    case CpuPath::Avx2: return dw_avx2::epilogue_row(y, n, bias, bias_vec, res, e);
+#endif
+    default: return dw_portable::epilogue_row(y, n, bias, bias_vec, res, e);
+  }
+}
+
 void activate_row(float* y, int64_t n, const DwEpilogue& e) {
   switch (active_cpu_path()) {
 #if defined(__x86_64__)

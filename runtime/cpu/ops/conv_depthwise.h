@@ -40,5 +40,8 @@ void conv_depthwise_float(OpContext& ctx, const DwShape& s, const float* x, cons
 // for DwActivation::Array; e.residual is not read): the epilogue of the GEMM-based FusedConv
 // and FusedMatMul rows too, so that every path of every fused linear op activates alike.
 void activate_row(float* y, int64_t n, const DwEpilogue& e);
+// y[j] = act(y[j] + bias + res[j]) for j < n in one pass (the sums in that order; bias is
+// bias[j] when bias_vec, else bias[0] for every j; bias or res may be null).
+void epilogue_row(float* y, int64_t n, const float* bias, bool bias_vec, const float* res, const DwEpilogue& e);
 
 }  // namespace cuvil::rt::ops

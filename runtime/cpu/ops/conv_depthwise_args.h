@@ -64,6 +64,7 @@ struct DwNhwcArgs {
   void plane_rows(const DwPlaneArgs& a); \
   void nhwc_rows(const DwNhwcArgs& a);     \
   void activate_row(float* y, int64_t n, const DwEpilogue& e); \
-  void gather(const float* src, int64_t stride, float* dst, int64_t n);
+  void gather(const float* src, int64_t stride, float* dst, int64_t n); \
+  void epilogue_row(float* y, int64_t n, const float* bias, bool bias_vec, const float* res, const DwEpilogue& e);
 
 }  // namespace cuvil::rt::ops

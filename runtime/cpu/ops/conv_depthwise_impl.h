@@ -133,6 +133,21 @@ template <class T> struct DwKernels {
     }
   }
 
+  static void epilogue_row(float* y, int64_t n, const float* bias, bool bias_vec, const float* res,
+                           const DwEpilogue& e) {
+    const V lo = T::set(e.alpha), hi = T::set(e.beta);
+    const V b1 = T::set(bias && !bias_vec ? *bias : 0.f);
+    const DwActivation act = e.act == DwActivation::Array ? DwActivation::None : e.act;
+    int64_t i = 0;
+    for (; i + kW <= n; i += kW)
+      finish(T::load(y + i), bias ? bias + (bias_vec ? i : 0) : nullptr, bias_vec, b1, res ? res + i : nullptr, y + i,
+             kW, act, lo, hi);
+    if (i < n)
+      finish(T::load_n(y + i, n - i), bias ? bias + (bias_vec ? i : 0) : nullptr, bias_vec, b1,
+             res ? res + i : nullptr, y + i, n - i, act, lo, hi);
+    if (e.act == DwActivation::Array) e.array_fn(y, y, n);
+  }
+
   static void activate_row(float* y, int64_t n, const DwEpilogue& e) {
     if (e.act == DwActivation::Array) {
       e.array_fn(y, y, n);
@@ -161,4 +176,7 @@ inline void gather_columns(const float* src, int64_t stride, float* dst, int64_t
   void plane_rows(const DwPlaneArgs& a) { DwKernels<T>::plane_rows(a); } \
   void nhwc_rows(const DwNhwcArgs& a) { DwKernels<T>::nhwc_rows(a); }    \
   void activate_row(float* y, int64_t n, const DwEpilogue& e) { DwKernels<T>::activate_row(y, n, e); } \
-  void gather(const float* src, int64_t stride, float* dst, int64_t n) { gather_columns(src, stride, dst, n); }
+  void gather(const float* src, int64_t stride, float* dst, int64_t n) { gather_columns(src, stride, dst, n); } \
+  void epilogue_row(float* y, int64_t n, const float* bias, bool bias_vec, const float* res, const DwEpilogue& e) { \
+    DwKernels<T>::epilogue_row(y, n, bias, bias_vec, res, e);                                               \
+  }

@@ -172,9 +172,13 @@ void apply_epilogue(OpContext& ctx, C* y, const std::vector<int64_t>& full_dims,
         // direct convolution does) or runtime/cpu/vec_math.h's array functions, which the tile
         // epilogue and the unfused kernels call too (bit for bit).
         if constexpr (std::is_same_v<C, float>) {
-          add_operand_row(yr, bp, boff, bstep, inner);
-          add_operand_row(yr, rp, roff, rstep, inner);
-          activate_row(yr, inner, act);
+          if (bstep <= 1 && (!rp || rstep == 1)) {  // the common forms: one pass in registers
+            epilogue_row(yr, inner, bp ? bp + boff : nullptr, bstep == 1, rp ? rp + roff : nullptr, act);
+          } else {
+            add_operand_row(yr, bp, boff, bstep, inner);
+            add_operand_row(yr, rp, roff, rstep, inner);
+            activate_row(yr, inner, act);
+          }
         }
         continue;
       }
