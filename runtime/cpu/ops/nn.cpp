@@ -434,7 +434,8 @@ void conv_float(OpContext& ctx, const ConvShape& s, const C* x, const C* w, cons
 // it is ([M, C/group, k...] is W_g^T row-major per group: the GEMM packs it transposed, so no
 // repacked copy of the weights is made per call). A pointwise conv needs no col at all (X itself
 // is the [positions, C] matrix); a depthwise conv (one input and one output channel per group)
-// runs tap by tap, vectorised over the contiguous channels.
+// runs tap by tap, vectorised over the contiguous channels (float ones, and NCHW depthwise and
+// small-group ones, take the direct kernels of conv_depthwise.h before they get here).
 
 // The input position of output position `o` (spatial multi-index) under tap `kidx`, as a
 // flat spatial offset, or -1 in the padding.
@@ -493,35 +494,40 @@ void conv_nhwc(OpContext& ctx, const ConvShape& s, const C* x, const C* w, const
       gemm(&ctx, false, true, rows, s.mg, s.cg, C(1), x + g * s.cg, s.c, w + g * s.mg * kg, kg, C(0),
            y + g * s.mg, s.m);
   } else {
-    const int64_t chunk = std::max<int64_t>(1, std::min(rows, kColumnBudget / kg));
+    // One col for all groups, built once per chunk of rows: col[row][(g, c, kk)] = x[n, i(o, kk),
+    // g * cg + c], zero in the padding. Per group that is W's own order (c, kk), so each row
+    // scatters its taps within group * kg elements (in L1), W needs no copy, and group g's GEMM
+    // reads its kg columns at col + g * kg.
+    const int64_t kall = kg * s.group;
+    const int64_t chunk = std::max<int64_t>(1, std::min(rows, kColumnBudget / kall));
     std::vector<int64_t> taps(static_cast<size_t>(kprod) * r);  // each tap's kernel index, once
     for (int64_t kk = 0; kk < kprod; ++kk) unflatten(kk, win.kernel, taps.data() + kk * r);
-    std::vector<C> col(static_cast<size_t>(chunk * kg));
+    std::vector<C> col(static_cast<size_t>(chunk * kall));
     for (int64_t r0 = 0; r0 < rows; r0 += chunk) {
       const int64_t r1 = std::min(rows, r0 + chunk);
-      for (int64_t g = 0; g < s.group; ++g) {
-        // col[row][(c, kk)] = x[n, i(o, kk), g * cg + c], zero in the padding: W's own order, so
-        // each row scatters its taps within kg elements (in L1) and W needs no copy.
-        parallel_range(ctx, r1 - r0, 8, [&](int64_t begin, int64_t end) {
-          std::vector<int64_t> oidx(r);
-          for (int64_t row = r0 + begin; row < r0 + end; ++row) {
-            const int64_t n = row / pout;
-            unflatten(row % pout, win.out, oidx.data());
-            C* cr = col.data() + (row - r0) * kg;
-            for (int64_t kk = 0; kk < kprod; ++kk) {
-              const int64_t off = nhwc_input_offset(win, oidx.data(), taps.data() + kk * r);
-              if (off < 0) {
-                for (int64_t c = 0; c < s.cg; ++c) cr[c * kprod + kk] = C(0);
+      parallel_range(ctx, r1 - r0, 8, [&](int64_t begin, int64_t end) {
+        std::vector<int64_t> oidx(r);
+        for (int64_t row = r0 + begin; row < r0 + end; ++row) {
+          const int64_t n = row / pout;
+          unflatten(row % pout, win.out, oidx.data());
+          C* cr = col.data() + (row - r0) * kall;
+          for (int64_t kk = 0; kk < kprod; ++kk) {
+            const int64_t off = nhwc_input_offset(win, oidx.data(), taps.data() + kk * r);
+            const C* xs = off < 0 ? nullptr : x + (n * pin + off) * s.c;
+            for (int64_t g = 0; g < s.group; ++g) {
+              C* cg_row = cr + g * kg;
+              if (!xs) {
+                for (int64_t c = 0; c < s.cg; ++c) cg_row[c * kprod + kk] = C(0);
               } else {
-                const C* xs = x + (n * pin + off) * s.c + g * s.cg;
-                for (int64_t c = 0; c < s.cg; ++c) cr[c * kprod + kk] = xs[c];
+                for (int64_t c = 0; c < s.cg; ++c) cg_row[c * kprod + kk] = xs[g * s.cg + c];
               }
             }
           }
-        });
-        gemm(&ctx, false, true, r1 - r0, s.mg, kg, C(1), col.data(), kg, w + g * s.mg * kg, kg, C(0),
+        }
+      });
+      for (int64_t g = 0; g < s.group; ++g)
+        gemm(&ctx, false, true, r1 - r0, s.mg, kg, C(1), col.data() + g * kg, kall, w + g * s.mg * kg, kg, C(0),
              y + r0 * s.m + g * s.mg, s.m);
-      }
     }
   }
   if (bias) {
