@@ -263,6 +263,10 @@ TEST(ConvDepthwiseKernel, StridesDilationsPadsAndOneDim) {
   same.dilations = {2, 2};
   same.bias = false;
   check(same);
+  Case fifty("50 channels (3 full AVX-512 vectors and a partial one in NHWC)", {1, 50, 5, 5}, {50, 1, 3, 3}, 50);
+  fifty.pads = {1, 1, 1, 1};
+  fifty.act = "relu";
+  check(fifty);
   Case oned("1-D, stride 2, pads 2,1", {2, 8, 50}, {8, 1, 5}, 8);
   oned.strides = {2};
   oned.pads = {2, 1};

@@ -73,6 +73,27 @@ template <class T> struct DwKernels {
     }
   }
 
+  // U full vectors of channels [c, c + U * kW) of one NHWC output position.
+  template <int U>
+  static inline void channel_block(const DwNhwcArgs& a, const int64_t* xoff, const int64_t* woff, int64_t ntaps,
+                                   int64_t c, const float* rp, float* yp, V lo, V hi) {
+    V acc[U];
+#pragma GCC unroll 4
+    for (int u = 0; u < U; ++u) acc[u] = T::zero();
+    for (int64_t t = 0; t < ntaps; ++t) {
+      const float* xp = a.x + xoff[t] + c;
+      const float* wp = a.wt + woff[t] + c;
+#pragma GCC unroll 4
+      for (int u = 0; u < U; ++u) acc[u] = T::fma(T::load(xp + u * kW), T::load(wp + u * kW), acc[u]);
+    }
+#pragma GCC unroll 4
+    for (int u = 0; u < U; ++u) {
+      const int64_t cu = c + u * kW;
+      finish(acc[u], a.bias ? a.bias + cu : nullptr, true, T::zero(), rp ? rp + cu : nullptr, yp + cu, kW, a.e->act,
+             lo, hi);
+    }
+  }
+
   static void nhwc_rows(const DwNhwcArgs& a) {
     const DwShape& s = *a.s;
     const int64_t C = s.c;
@@ -99,22 +120,13 @@ template <class T> struct DwKernels {
         float* yp = yrow + ow * C;
         const float* rp = a.residual ? a.residual + (oh * s.out_w + ow) * C : nullptr;
         int64_t c = 0;
-        for (; c + 4 * kW <= C; c += 4 * kW) {
-          V c0 = zero, c1 = zero, c2 = zero, c3 = zero;
-          for (int64_t t = 0; t < ntaps; ++t) {
-            const float* xp = a.x + xoff[t] + c;
-            const float* wp = a.wt + woff[t] + c;
-            c0 = T::fma(T::load(xp), T::load(wp), c0);
-            c1 = T::fma(T::load(xp + kW), T::load(wp + kW), c1);
-            c2 = T::fma(T::load(xp + 2 * kW), T::load(wp + 2 * kW), c2);
-            c3 = T::fma(T::load(xp + 3 * kW), T::load(wp + 3 * kW), c3);
-          }
-          for (int u = 0; u < 4; ++u) {
-            const V acc = u == 0 ? c0 : u == 1 ? c1 : u == 2 ? c2 : c3;
-            const int64_t cu = c + u * kW;
-            finish(acc, a.bias ? a.bias + cu : nullptr, true, zero, rp ? rp + cu : nullptr, yp + cu, kW, e.act, lo,
-                   hi);
-          }
+        for (; c + 4 * kW <= C; c += 4 * kW) channel_block<4>(a, xoff, woff, ntaps, c, rp, yp, lo, hi);
+        // The remaining full vectors as one block: independent FMA chains, not one after another.
+        switch ((C - c) / kW) {
+          case 3: channel_block<3>(a, xoff, woff, ntaps, c, rp, yp, lo, hi); c += 3 * kW; break;
+          case 2: channel_block<2>(a, xoff, woff, ntaps, c, rp, yp, lo, hi); c += 2 * kW; break;
+          case 1: channel_block<1>(a, xoff, woff, ntaps, c, rp, yp, lo, hi); c += kW; break;
+          default: break;
         }
         for (; c < C; c += kW) {
           const int64_t n = C - c < kW ? C - c : kW;
