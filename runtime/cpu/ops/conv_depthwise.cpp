@@ -112,8 +112,10 @@ void depthwise_nchw(OpContext& ctx, const DwShape& s, const float* x, const floa
   const CpuPath path = active_cpu_path();
   parallel_range(ctx, s.n * s.group, 1, [&](int64_t begin, int64_t end) {
     // Not value-initialised: every plane element is written below; only the slack is zeroed.
-    std::unique_ptr<float[]> planes(new float[static_cast<size_t>(cg * per_channel + kDwPlaneSlack)]);
-    std::fill(planes.get() + cg * per_channel, planes.get() + cg * per_channel + kDwPlaneSlack, 0.f);
+    const int64_t slack = ew + kDwPlaneSlack;
+    std::unique_ptr<float[]> planes(new float[static_cast<size_t>(cg * per_channel + slack)]);
+    std::fill(planes.get() + cg * per_channel, planes.get() + cg * per_channel + slack, 0.f);
+    std::unique_ptr<float[]> scratch(new float[static_cast<size_t>(s.out_h * ew + kDwPlaneSlack)]);
     for (int64_t task = begin; task < end; ++task) {
       const int64_t n = task / s.group, g = task % s.group;
       for (int64_t c = 0; c < cg; ++c) {
@@ -157,6 +159,7 @@ void depthwise_nchw(OpContext& ctx, const DwShape& s, const float* x, const floa
         a.bias = bias ? bias + m : nullptr;
         a.residual = e.residual ? e.residual + (n * s.m + m) * pout : nullptr;
         a.y = y + (n * s.m + m) * pout;
+        a.scratch = scratch.get();
         a.e = &e;
         run_plane_rows(path, a);
       }

@@ -33,14 +33,19 @@ struct DwShape {
 
 // One output channel of an NCHW task: for each output row r < rows and column j < cols,
 // y[r * cols + j] = epilogue(sum over k < ntaps of w[k] * planes[r * row_stride + off[k] + j] + bias).
+// Rows narrower than four vectors are computed over the flattened planes instead (output
+// (r, j) is flat position r * row_stride + j, and so are its inputs: a plane row is row_stride
+// long), four vectors at a time into `scratch`, whose valid columns the epilogue then stores:
+// the same sums in the same order, so the same bits as row by row.
 struct DwPlaneArgs {
-  const float* planes;  // phase planes; readable up to kDwPlaneSlack floats past the last tap's row end
+  const float* planes;  // phase planes; readable up to row_stride + kDwPlaneSlack floats past the end
   const int64_t* off;
   const float* w;
   int64_t ntaps, rows, cols, row_stride;
   const float* bias;  // one value, or null
   const float* residual;  // rows * cols, or null
   float* y;
+  float* scratch;  // rows * row_stride + kDwPlaneSlack floats
   const DwEpilogue* e;
 };
 constexpr int64_t kDwPlaneSlack = 64;  // floats: four 16-lane vectors

@@ -36,10 +36,42 @@ template <class T> struct DwKernels {
     }
   }
 
+  // acc[q, q + 4 kW) for flat output positions q of the planes (no epilogue).
+  static inline void flat_block(const DwPlaneArgs& a, int64_t q, float* acc) {
+    V c0 = T::zero(), c1 = T::zero(), c2 = T::zero(), c3 = T::zero();
+    for (int64_t k = 0; k < a.ntaps; ++k) {
+      const V wk = T::set(a.w[k]);
+      const float* p = a.planes + a.off[k] + q;
+      c0 = T::fma(T::load(p), wk, c0);
+      c1 = T::fma(T::load(p + kW), wk, c1);
+      c2 = T::fma(T::load(p + 2 * kW), wk, c2);
+      c3 = T::fma(T::load(p + 3 * kW), wk, c3);
+    }
+    T::store(acc, c0);
+    T::store(acc + kW, c1);
+    T::store(acc + 2 * kW, c2);
+    T::store(acc + 3 * kW, c3);
+  }
+
   static void plane_rows(const DwPlaneArgs& a) {
     const DwEpilogue& e = *a.e;
     const V lo = T::set(e.alpha), hi = T::set(e.beta);
     const V b1 = T::set(a.bias ? *a.bias : 0.f);
+    if (a.cols < 4 * kW) {
+      const int64_t flat = a.rows * a.row_stride;
+      for (int64_t q = 0; q < flat; q += 4 * kW) flat_block(a, q, a.scratch + q);
+      for (int64_t r = 0; r < a.rows; ++r) {
+        const float* acc = a.scratch + r * a.row_stride;
+        float* yr = a.y + r * a.cols;
+        const float* rr = a.residual ? a.residual + r * a.cols : nullptr;
+        for (int64_t j = 0; j < a.cols; j += kW) {
+          const int64_t n = a.cols - j < kW ? a.cols - j : kW;
+          finish(T::load(acc + j), a.bias, false, b1, rr ? rr + j : nullptr, yr + j, n, e.act, lo, hi);
+        }
+        if (e.act == DwActivation::Array) e.array_fn(yr, yr, a.cols);
+      }
+      return;
+    }
     for (int64_t r = 0; r < a.rows; ++r) {
       const float* src = a.planes + r * a.row_stride;
       float* yr = a.y + r * a.cols;
