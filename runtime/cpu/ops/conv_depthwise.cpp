@@ -69,13 +69,13 @@ void run_plane_rows(CpuPath path, const DwPlaneArgs& a) {
     default: return dw_portable::plane_rows(a);
   }
 }
-void run_gather(CpuPath path, const float* src, int64_t stride, float* dst, int64_t n) {
+void run_fill_planes(CpuPath path, const float* xc, const DwShape& s, int64_t eh, int64_t ew, float* dst) {
   switch (path) {
 #if defined(__x86_64__)
-    case CpuPath::Avx512: return dw_avx512::gather(src, stride, dst, n);
-    case CpuPath::Avx2: return dw_avx2::gather(src, stride, dst, n);
+    case CpuPath::Avx512: return dw_avx512::fill_planes(xc, s, eh, ew, dst);
+    case CpuPath::Avx2: return dw_avx2::fill_planes(xc, s, eh, ew, dst);
 #endif
-    default: return dw_portable::gather(src, stride, dst, n);
+    default: return dw_portable::fill_planes(xc, s, eh, ew, dst);
   }
 }
 void run_nhwc_rows(CpuPath path, const DwNhwcArgs& a) {
@@ -120,31 +120,7 @@ void depthwise_nchw(OpContext& ctx, const DwShape& s, const float* x, const floa
       const int64_t n = task / s.group, g = task % s.group;
       for (int64_t c = 0; c < cg; ++c) {
         const float* xc = x + (n * s.c + g * cg + c) * pin;
-        for (int64_t p = 0; p < s.s_h; ++p)
-          for (int64_t q = 0; q < s.s_w; ++q) {
-            float* pl = planes.get() + c * per_channel + (p * s.s_w + q) * plane;
-            for (int64_t i = 0; i < eh; ++i) {
-              float* dst = pl + i * ew;
-              const int64_t ih = i * s.s_h + p - s.p_h;
-              if (ih < 0 || ih >= s.in_h) {
-                std::fill(dst, dst + ew, 0.f);
-                continue;
-              }
-              // Columns j with 0 <= j * sw + q - pw < in_w come from the row, the rest are padding.
-              const float* src = xc + ih * s.in_w;
-              const int64_t first = q - s.p_w, last = s.in_w - 1 + s.p_w - q;  // iw = j * sw + first
-              const int64_t j_lo = std::min(ew, first < 0 ? (-first + s.s_w - 1) / s.s_w : 0);
-              const int64_t j_hi = last < 0 ? j_lo : std::max(j_lo, std::min(ew, last / s.s_w + 1));
-              std::fill(dst, dst + j_lo, 0.f);
-              if (s.s_w == 1) {
-                if (j_hi > j_lo)
-                  std::memcpy(dst + j_lo, src + j_lo + first, static_cast<size_t>(j_hi - j_lo) * sizeof(float));
-              } else {
-                run_gather(path, src + j_lo * s.s_w + first, s.s_w, dst + j_lo, j_hi - j_lo);
-              }
-              std::fill(dst + j_hi, dst + ew, 0.f);
-            }
-          }
+        run_fill_planes(path, xc, s, eh, ew, planes.get() + c * per_channel);
       }
       for (int64_t mi = 0; mi < mg; ++mi) {
         const int64_t m = g * mg + mi;

@@ -69,7 +69,7 @@ struct DwNhwcArgs {
   void plane_rows(const DwPlaneArgs& a); \
   void nhwc_rows(const DwNhwcArgs& a);     \
   void activate_row(float* y, int64_t n, const DwEpilogue& e); \
-  void gather(const float* src, int64_t stride, float* dst, int64_t n); \
+  void fill_planes(const float* xc, const DwShape& s, int64_t eh, int64_t ew, float* dst); \
   void epilogue_row(float* y, int64_t n, const float* bias, bool bias_vec, const float* res, const DwEpilogue& e);
 
 }  // namespace cuvil::rt::ops

@@ -205,14 +205,38 @@ template <class T> struct DwKernels {
   }
 };
 
-// dst[j] = src[j * stride] for j < n: the phase planes' column gather, left to the compiler's
-// vectoriser for the path's instruction set (strided loads become permutes).
-inline void gather_columns(const float* src, int64_t stride, float* dst, int64_t n) {
-  if (stride == 2) {
-    for (int64_t j = 0; j < n; ++j) dst[j] = src[2 * j];
-  } else {
-    for (int64_t j = 0; j < n; ++j) dst[j] = src[j * stride];
-  }
+// The s_h * s_w phase planes (eh x ew each, consecutive) of one input channel xc [in_h][in_w]:
+// plane (p, q) element (i, j) is the zero-padded input at row i * s_h + p, column j * s_w + q.
+// Plain loops, left to the compiler's vectoriser for the path's instruction set (the strided
+// column gathers become permutes).
+inline void fill_phase_planes(const float* xc, const DwShape& s, int64_t eh, int64_t ew, float* dst) {
+  for (int64_t p = 0; p < s.s_h; ++p)
+    for (int64_t q = 0; q < s.s_w; ++q) {
+      // Columns j with 0 <= j * s_w + first < in_w come from the row, the rest are padding.
+      const int64_t first = q - s.p_w, last = s.in_w - 1 + s.p_w - q;
+      int64_t j_lo = first < 0 ? (-first + s.s_w - 1) / s.s_w : 0;
+      j_lo = j_lo < ew ? j_lo : ew;
+      int64_t j_hi = last < 0 ? j_lo : last / s.s_w + 1;
+      j_hi = j_hi < ew ? j_hi : ew;
+      j_hi = j_hi > j_lo ? j_hi : j_lo;
+      for (int64_t i = 0; i < eh; ++i, dst += ew) {
+        const int64_t ih = i * s.s_h + p - s.p_h;
+        if (ih < 0 || ih >= s.in_h) {
+          for (int64_t j = 0; j < ew; ++j) dst[j] = 0.f;
+          continue;
+        }
+        const float* row = xc + ih * s.in_w;  // column j reads row[j * s_w + first]
+        for (int64_t j = 0; j < j_lo; ++j) dst[j] = 0.f;
+        if (s.s_w == 1) {
+          for (int64_t j = j_lo; j < j_hi; ++j) dst[j] = row[j + first];
+        } else if (s.s_w == 2) {
+          for (int64_t j = j_lo; j < j_hi; ++j) dst[j] = row[2 * j + first];
+        } else {
+          for (int64_t j = j_lo; j < j_hi; ++j) dst[j] = row[j * s.s_w + first];
+        }
+        for (int64_t j = j_hi; j < ew; ++j) dst[j] = 0.f;
+      }
+    }
 }
 
 // Defines a path's entry points over trait T (inside that path's namespace).
@@ -220,7 +244,9 @@ inline void gather_columns(const float* src, int64_t stride, float* dst, int64_t
   void plane_rows(const DwPlaneArgs& a) { DwKernels<T>::plane_rows(a); } \
   void nhwc_rows(const DwNhwcArgs& a) { DwKernels<T>::nhwc_rows(a); }    \
   void activate_row(float* y, int64_t n, const DwEpilogue& e) { DwKernels<T>::activate_row(y, n, e); } \
-  void gather(const float* src, int64_t stride, float* dst, int64_t n) { gather_columns(src, stride, dst, n); } \
+  void fill_planes(const float* xc, const DwShape& s, int64_t eh, int64_t ew, float* dst) {     \
+    fill_phase_planes(xc, s, eh, ew, dst);                                                          \
+  }                                                                                                 \
   void epilogue_row(float* y, int64_t n, const float* bias, bool bias_vec, const float* res, const DwEpilogue& e) { \
     DwKernels<T>::epilogue_row(y, n, bias, bias_vec, res, e);                                               \
   }
