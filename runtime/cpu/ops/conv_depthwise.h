@@ -9,7 +9,8 @@
 // planes" (one per stride phase: plane (p, q) holds padded input rows p, p + sh, ... and
 // columns q, q + sw, ...), so that for every tap the inputs of consecutive output columns are
 // consecutive floats: an output row is a sum over taps of a contiguous vector load times a
-// broadcast weight, with no bounds checks and no gathers, whatever the stride and dilation.
+// broadcast weight, with no bounds checks and no gathers, whatever the stride and dilation
+// (rows narrower than four vectors are computed over the flattened planes, see DwPlaneArgs).
 // NHWC (depthwise only: one input and one output channel per group): each output position's
 // channels are contiguous; taps outside the image are skipped by per-row / per-column ranges.
 //

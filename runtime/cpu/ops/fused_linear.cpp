@@ -2,7 +2,9 @@
 // Y = act(alpha * op(A) @ op(B) + bias + residual) and Y = act(Conv(X, W, B) + residual). The
 // products run on the shared packed GEMM (kernel_util.h's gemm, linalg.cpp) and Conv's own code
 // (conv.h, nn.cpp); this file adds only the operand checks and the epilogue, applied in the
-// compute type (float, or double for double tensors) before the output is stored.
+// compute type (float, or double for double tensors) before the output is stored: for float,
+// one vectorised pass per row with conv_depthwise.h's in-register activations (the direct
+// depthwise convolution takes the same epilogue in its own registers, register_form below).
 #include <limits>
 #include <string>
 #include <vector>

@@ -1,4 +1,5 @@
-// Convolution, pooling and normalisation kernels: Conv (im2col + the shared GEMM),
+// Convolution, pooling and normalisation kernels: Conv (im2col + the shared GEMM; float
+// depthwise and small-group convolutions run the direct kernels of conv_depthwise.h),
 // ConvInteger, QLinearConv, ConvTranspose (GEMM + col2im), the windowed and global pools,
 // MaxRoiPool, RoiAlign, MaxUnpool, the normalisations (Batch, Instance, Layer, Group, LRN,
 // MeanVariance), GridSample and Col2Im. Float kernels compute in float (double for Double
