@@ -10,7 +10,7 @@
 // MAXPS/MINPS rule: the second operand when either is NaN); abs; copysign(mag, sign);
 // lt(a, b); isnan(a); select(m, a, b) = m ? a : b; scale2(p, n) = p * 2^(n >> 1) * 2^(n - (n >> 1))
 // for integral n in [-150, 128] (two exact steps, so subnormal and near-overflow results round
-// once).
+// once; AVX-512 uses vscalefps, which rounds p * 2^n once: the same bits).
 
 template <class T> struct VecMath {
   using V = typename T::V;
