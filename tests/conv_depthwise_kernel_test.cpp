@@ -372,4 +372,24 @@ TEST(ConvDepthwiseKernel, GemmEpilogueActivationsEqualTheUnfusedOps) {
   rt::set_cpu_path_for_testing(before);
 }
 
+// A residual the depthwise kernel cannot take in registers still gets apply()'s checks.
+TEST(ConvDepthwiseKernel, BadResidualIsNamed) {
+  const TensorData x = random_tensor({1, 4, 5, 5}, 1), w = random_tensor({4, 1, 3, 3}, 2);
+  TensorData bad = random_tensor({1, 3, 5, 5}, 3);
+  Node node;
+  node.op_type = "FusedConv";
+  node.domain = "cuvil";
+  node.opset = 1;
+  node.name = "dw";
+  node.outputs.push_back(0);
+  node.attrs = {{"group", attr_int(4)}, {"pads", attr_ints({1, 1, 1, 1})}};
+  const rt::TensorView xv = cuvil::testing::view_of(x), wv = cuvil::testing::view_of(w),
+                       rv = cuvil::testing::view_of(bad);
+  cuvil::testing::HeapOpContext ctx(node, {&xv, &wv, nullptr, &rv}, 1, 1);
+  const rt::Status st = rt::find_op_kernel("cuvil", "FusedConv")(ctx);
+  EXPECT_EQ(st.code(), rt::StatusCode::kInvalidArgument);
+  EXPECT_NE(st.message().find("residual [1,3,5,5] does not broadcast to the output [1,4,5,5]"), std::string::npos)
+      << st.message();
+}
+
 }  // namespace

@@ -221,7 +221,9 @@ class FusedConvEpilogue : public ConvEpilogue {
   }
   bool register_form(const std::vector<int64_t>& dims, DwEpilogue* e) const override {
     const TensorView* r = ctx_.input(3);
-    if (r && (r->dtype != DType::Float || r->dims != dims)) return false;
+    // Anything else (a float16 output, a broadcasting or mistyped residual) goes through
+    // apply(), which checks the residual and names what is wrong.
+    if (r && (dtype_ != DType::Float || r->dtype != DType::Float || r->dims != dims)) return false;
     DwEpilogue f;
     if (!register_activation(spec_, &f)) return false;
     f.residual = r ? r->as<float>() : nullptr;
