@@ -263,6 +263,13 @@ TEST(ConvDepthwiseKernel, StridesDilationsPadsAndOneDim) {
   same.dilations = {2, 2};
   same.bias = false;
   check(same);
+  // Pads and strides of 2^20: the phase planes would be 2^40 floats per channel, so NCHW takes
+  // the general path (and must still be right); NHWC needs no planes.
+  Case huge("strides and pads of 2^20", {1, 2, 3, 3}, {2, 1, 1, 1}, 2);
+  huge.strides = {1 << 20, 1 << 20};
+  huge.pads = {1 << 20, 1 << 20, 1 << 20, 1 << 20};
+  huge.act = "relu";
+  check(huge);
   Case fifty("50 channels (3 full AVX-512 vectors and a partial one in NHWC)", {1, 50, 5, 5}, {50, 1, 3, 3}, 50);
   fifty.pads = {1, 1, 1, 1};
   fifty.act = "relu";

@@ -6,10 +6,12 @@
 #include <algorithm>
 #include <cstring>
 #include <memory>
+#include <optional>
 #include <vector>
 
 #include "runtime/cpu/cpu_features.h"
 #include "runtime/cpu/ops/kernel_util.h"
+#include "support/checked.h"
 
 namespace cuvil::rt::ops {
 namespace dw_portable {
@@ -196,12 +198,21 @@ void activate_row(float* y, int64_t n, const DwEpilogue& e) {
   }
 }
 
-bool conv_depthwise_applies(int64_t group, int64_t cg, int64_t mg, int64_t taps, bool channels_last) {
-  if (group <= 1) return false;
-  if (channels_last) return cg == 1 && mg == 1 && taps <= kNhwcMaxTaps;
+bool conv_depthwise_applies(const DwShape& s, bool channels_last) {
+  if (s.group <= 1 || s.c % s.group != 0 || s.m % s.group != 0) return false;
+  const int64_t cg = s.c / s.group, mg = s.m / s.group;
+  if (channels_last) return cg == 1 && mg == 1 && s.k_h * s.k_w <= kNhwcMaxTaps;
   // Fewer output channels per group than any GEMM register tile has rows (the direct kernel
   // reads each input once per output channel, the GEMM would run mostly empty tiles).
-  return mg < 4;
+  if (mg >= 4) return false;
+  // One channel's phase planes, checked: about the padded input, unless pads and strides are
+  // huge next to the output (then most of the planes would be padding nobody reads).
+  const int64_t eh = s.out_h + (s.k_h - 1) * s.d_h / s.s_h, ew = s.out_w + (s.k_w - 1) * s.d_w / s.s_w;
+  std::optional<int64_t> planes = checked_mul(eh, ew);
+  if (planes) planes = checked_mul(*planes, s.s_h);
+  if (planes) planes = checked_mul(*planes, s.s_w);
+  const std::optional<int64_t> input = checked_mul(s.in_h, s.in_w);
+  return planes && input && *input <= (int64_t{1} << 60) && *planes <= 4 * *input + 4096;
 }
 
 void conv_depthwise_float(OpContext& ctx, const DwShape& s, const float* x, const float* w, const float* bias,

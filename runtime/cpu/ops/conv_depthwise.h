@@ -28,9 +28,11 @@
 
 namespace cuvil::rt::ops {
 
-// Whether the direct kernels take a convolution of this grouping (group, input and output
-// channels per group) and window size (taps = kH * kW) in this layout.
-bool conv_depthwise_applies(int64_t group, int64_t cg, int64_t mg, int64_t taps, bool channels_last);
+// Whether the direct kernels take this convolution in this layout: a grouping they handle
+// (NHWC: one input and one output channel per group, at most 64 taps; NCHW: fewer than 4
+// output channels per group) and, in NCHW, phase planes of at most a few times the input's
+// size (huge pads with huge strides would make them so; the general path takes those).
+bool conv_depthwise_applies(const DwShape& s, bool channels_last);
 
 // y = epilogue(conv(x, w) + bias) for float tensors; x [N, C, H, W] or [N, H, W, C]
 // (channels_last), w [M, C/group, kH, kW], bias [M] or null, y the output in x's layout.

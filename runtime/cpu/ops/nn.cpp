@@ -572,8 +572,8 @@ Status conv_forward(OpContext& ctx, const ConvEpilogue* epilogue, bool channels_
       // Depthwise and small-group convolutions over 1 or 2 spatial dims: the direct kernels,
       // with the epilogue in registers when it has that form.
       const size_t r = s.w.rank();
-      if (r <= 2 && conv_depthwise_applies(s.group, s.cg, s.mg, product(s.w.kernel), channels_last)) {
-        DwShape d;
+      DwShape d;
+      if (r <= 2) {
         d.n = s.n;
         d.c = s.c;
         d.m = s.m;
@@ -590,6 +590,8 @@ Status conv_forward(OpContext& ctx, const ConvEpilogue* epilogue, bool channels_
         d.s_w = s.w.strides[r - 1];
         d.d_w = s.w.dilations[r - 1];
         d.p_w = s.w.pad_begin[r - 1];
+      }
+      if (r <= 2 && conv_depthwise_applies(d, channels_last)) {
         DwEpilogue e;
         const bool in_registers = epilogue && epilogue->register_form(s.out_dims, &e);
         if (!in_registers) e = DwEpilogue{};
