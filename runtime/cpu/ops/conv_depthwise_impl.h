@@ -105,24 +105,60 @@ template <class T> struct DwKernels {
     }
   }
 
-  // U full vectors of channels [c, c + U * kW) of one NHWC output position.
-  template <int U>
+  // U full vectors of channels [c, c + U * kW) of P consecutive NHWC output positions whose
+  // taps are the same up to a shift of `step` floats per position (P = 2: both inside the
+  // image along the width): each weight vector loaded once for all of them.
+  template <int P, int U>
   static inline void channel_block(const DwNhwcArgs& a, const int64_t* xoff, const int64_t* woff, int64_t ntaps,
-                                   int64_t c, const float* rp, float* yp, V lo, V hi) {
-    V acc[U];
+                                   int64_t c, int64_t step, const float* rp, float* yp, V lo, V hi) {
+    const int64_t C = a.s->c;
+    V acc[P][U];
 #pragma GCC unroll 4
-    for (int u = 0; u < U; ++u) acc[u] = T::zero();
+    for (int q = 0; q < P; ++q)
+#pragma GCC unroll 4
+      for (int u = 0; u < U; ++u) acc[q][u] = T::zero();
     for (int64_t t = 0; t < ntaps; ++t) {
       const float* xp = a.x + xoff[t] + c;
       const float* wp = a.wt + woff[t] + c;
 #pragma GCC unroll 4
-      for (int u = 0; u < U; ++u) acc[u] = T::fma(T::load(xp + u * kW), T::load(wp + u * kW), acc[u]);
+      for (int u = 0; u < U; ++u) {
+        const V wv = T::load(wp + u * kW);
+#pragma GCC unroll 2
+        for (int q = 0; q < P; ++q) acc[q][u] = T::fma(T::load(xp + q * step + u * kW), wv, acc[q][u]);
+      }
     }
+#pragma GCC unroll 2
+    for (int q = 0; q < P; ++q)
 #pragma GCC unroll 4
-    for (int u = 0; u < U; ++u) {
-      const int64_t cu = c + u * kW;
-      finish(acc[u], a.bias ? a.bias + cu : nullptr, true, T::zero(), rp ? rp + cu : nullptr, yp + cu, kW, a.e->act,
-             lo, hi);
+      for (int u = 0; u < U; ++u) {
+        const int64_t cu = c + u * kW;
+        finish(acc[q][u], a.bias ? a.bias + cu : nullptr, true, T::zero(), rp ? rp + q * C + cu : nullptr,
+               yp + q * C + cu, kW, a.e->act, lo, hi);
+      }
+  }
+
+  // All channels of P positions (channel_block's contract), then the partial vector of each.
+  template <int P>
+  static inline void position_channels(const DwNhwcArgs& a, const int64_t* xoff, const int64_t* woff, int64_t ntaps,
+                                       int64_t step, const float* rp, float* yp, V lo, V hi) {
+    const int64_t C = a.s->c;
+    int64_t c = 0;
+    for (; c + 4 * kW <= C; c += 4 * kW) channel_block<P, 4>(a, xoff, woff, ntaps, c, step, rp, yp, lo, hi);
+    // The remaining full vectors as one block: independent FMA chains, not one after another.
+    switch ((C - c) / kW) {
+      case 3: channel_block<P, 3>(a, xoff, woff, ntaps, c, step, rp, yp, lo, hi); c += 3 * kW; break;
+      case 2: channel_block<P, 2>(a, xoff, woff, ntaps, c, step, rp, yp, lo, hi); c += 2 * kW; break;
+      case 1: channel_block<P, 1>(a, xoff, woff, ntaps, c, step, rp, yp, lo, hi); c += kW; break;
+      default: break;
+    }
+    if (c == C) return;
+    const int64_t n = C - c;
+    for (int q = 0; q < P; ++q) {
+      V c0 = T::zero();
+      for (int64_t t = 0; t < ntaps; ++t)
+        c0 = T::fma(T::load_n(a.x + xoff[t] + q * step + c, n), T::load_n(a.wt + woff[t] + c, n), c0);
+      finish(c0, a.bias ? a.bias + c : nullptr, true, T::zero(), rp ? rp + q * C + c : nullptr, yp + q * C + c, n,
+             a.e->act, lo, hi);
     }
   }
 
@@ -130,13 +166,18 @@ template <class T> struct DwKernels {
     const DwShape& s = *a.s;
     const int64_t C = s.c;
     const DwEpilogue& e = *a.e;
-    const V lo = T::set(e.alpha), hi = T::set(e.beta), zero = T::zero();
+    const V lo = T::set(e.alpha), hi = T::set(e.beta);
     // The valid taps of one output position: (input offset in floats, weight row offset).
     constexpr int64_t kMaxTaps = 64;
     int64_t xoff[kMaxTaps], woff[kMaxTaps];
+    // Whether every tap of output column ow lies inside the image's width.
+    auto inside_w = [&](int64_t ow) {
+      const int64_t iw0 = ow * s.s_w - s.p_w;
+      return iw0 >= 0 && iw0 + (s.k_w - 1) * s.d_w < s.in_w;
+    };
     for (int64_t oh = a.oh0; oh < a.oh1; ++oh) {
       float* yrow = a.y + oh * s.out_w * C;
-      for (int64_t ow = 0; ow < s.out_w; ++ow) {
+      for (int64_t ow = 0; ow < s.out_w;) {
         int64_t ntaps = 0;
         for (int64_t kh = 0; kh < s.k_h; ++kh) {
           const int64_t ih = oh * s.s_h - s.p_h + kh * s.d_h;
@@ -151,26 +192,12 @@ template <class T> struct DwKernels {
         }
         float* yp = yrow + ow * C;
         const float* rp = a.residual ? a.residual + (oh * s.out_w + ow) * C : nullptr;
-        int64_t c = 0;
-        for (; c + 4 * kW <= C; c += 4 * kW) channel_block<4>(a, xoff, woff, ntaps, c, rp, yp, lo, hi);
-        // The remaining full vectors as one block: independent FMA chains, not one after another.
-        switch ((C - c) / kW) {
-          case 3: channel_block<3>(a, xoff, woff, ntaps, c, rp, yp, lo, hi); c += 3 * kW; break;
-          case 2: channel_block<2>(a, xoff, woff, ntaps, c, rp, yp, lo, hi); c += 2 * kW; break;
-          case 1: channel_block<1>(a, xoff, woff, ntaps, c, rp, yp, lo, hi); c += kW; break;
-          default: break;
-        }
-        for (; c < C; c += kW) {
-          const int64_t n = C - c < kW ? C - c : kW;
-          V c0 = zero;
-          if (n == kW) {
-            for (int64_t t = 0; t < ntaps; ++t)
-              c0 = T::fma(T::load(a.x + xoff[t] + c), T::load(a.wt + woff[t] + c), c0);
-          } else {
-            for (int64_t t = 0; t < ntaps; ++t)
-              c0 = T::fma(T::load_n(a.x + xoff[t] + c, n), T::load_n(a.wt + woff[t] + c, n), c0);
-          }
-          finish(c0, a.bias ? a.bias + c : nullptr, true, zero, rp ? rp + c : nullptr, yp + c, n, e.act, lo, hi);
+        if (ow + 1 < s.out_w && inside_w(ow) && inside_w(ow + 1)) {
+          position_channels<2>(a, xoff, woff, ntaps, s.s_w * C, rp, yp, lo, hi);
+          ow += 2;
+        } else {
+          position_channels<1>(a, xoff, woff, ntaps, 0, rp, yp, lo, hi);
+          ow += 1;
         }
       }
       if (e.act == DwActivation::Array) e.array_fn(yrow, yrow, s.out_w * C);
