@@ -237,6 +237,27 @@ template <class T> struct DwKernels {
 // Plain loops, left to the compiler's vectoriser for the path's instruction set (the strided
 // column gathers become permutes).
 inline void fill_phase_planes(const float* xc, const DwShape& s, int64_t eh, int64_t ew, float* dst) {
+  if (ew < 64) {
+    // Narrow planes: zero them all in one loop, then copy each input row's columns into its
+    // plane rows (row-by-row zero runs would cost more in loop overhead than in stores).
+    const int64_t plane = eh * ew, total = s.s_h * s.s_w * plane;
+    for (int64_t i = 0; i < total; ++i) dst[i] = 0.f;
+    for (int64_t ih = 0; ih < s.in_h; ++ih) {
+      const int64_t i = (ih + s.p_h) / s.s_h, p = (ih + s.p_h) % s.s_h;
+      if (i >= eh) break;  // rows past the last window's are never read
+      const float* row = xc + ih * s.in_w;
+      for (int64_t q = 0; q < s.s_w; ++q) {
+        const int64_t first = q - s.p_w, last = s.in_w - 1 + s.p_w - q;  // column j reads row[j * s_w + first]
+        int64_t j_lo = first < 0 ? (-first + s.s_w - 1) / s.s_w : 0;
+        j_lo = j_lo < ew ? j_lo : ew;
+        int64_t j_hi = last < 0 ? j_lo : last / s.s_w + 1;
+        j_hi = j_hi < ew ? j_hi : ew;
+        float* d = dst + (p * s.s_w + q) * plane + i * ew;
+        for (int64_t j = j_lo; j < j_hi; ++j) d[j] = row[j * s.s_w + first];
+      }
+    }
+    return;
+  }
   for (int64_t p = 0; p < s.s_h; ++p)
     for (int64_t q = 0; q < s.s_w; ++q) {
       // Columns j with 0 <= j * s_w + first < in_w come from the row, the rest are padding.
