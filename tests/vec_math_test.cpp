@@ -227,5 +227,71 @@ TEST(VecMath, SumsAreTheSameOnEveryPath) {
   ASSERT_TRUE(set_cpu_path_for_testing(before));
 }
 
+// exp's last step (p * 2^n, two exact multiplies on the portable and AVX2 paths, vscalefps on
+// AVX-512) gives the same bits on every path where it matters most: results that are
+// subnormal, that underflow to 0 and that overflow (x in [-105, -86] and [88, 89], every 7th
+// float, about 330 thousand inputs).
+TEST(VecMath, ExpScalingEqualOnEveryPathNearUnderflowAndOverflow) {
+  std::vector<float> x;
+  for (float v = -105.0f; v < -86.0f; v = std::nextafter(v, 0.0f)) {
+    x.push_back(v);
+    for (int k = 0; k < 6; ++k) v = std::nextafter(v, 0.0f);
+  }
+  for (float v = 88.0f; v < 89.0f; v = std::nextafter(v, 100.0f)) {
+    x.push_back(v);
+    for (int k = 0; k < 6; ++k) v = std::nextafter(v, 100.0f);
+  }
+  const int64_t n = static_cast<int64_t>(x.size());
+  std::vector<float> y(x.size());
+  const CpuPath before = active_cpu_path();
+  for (CpuPath p : supported_cpu_paths()) {
+    ASSERT_TRUE(set_cpu_path_for_testing(p));
+    vm::exp(x.data(), y.data(), n);
+    for (int64_t i = 0; i < n; ++i)
+      ASSERT_EQ(to_bits(y[i]), to_bits(vm::exp1(x[i]))) << cpu_path_name(p) << " exp(" << x[i] << ")";
+  }
+  ASSERT_TRUE(set_cpu_path_for_testing(before));
+}
+
+// Softmax's row maximum and scale (vm::max, vm::scale) equal their scalar loops bit for bit on
+// every path: NaN exactly when the first element is NaN (a later NaN is skipped), the first of
+// equal zeros kept where the loop keeps it, infinities, lengths around the vector widths.
+TEST(VecMath, MaxAndScaleEqualTheScalarLoops) {
+  const float nan = std::numeric_limits<float>::quiet_NaN(), inf = std::numeric_limits<float>::infinity();
+  std::vector<std::vector<float>> rows;
+  for (int64_t n : {1, 7, 15, 16, 17, 33, 768, 1013}) {
+    std::vector<float> x;
+    for (int64_t i = 0; i < n; ++i) x.push_back(std::sin(static_cast<float>(i) * 1.37f) * 3.0f - 0.5f);
+    rows.push_back(x);
+    x[static_cast<size_t>(n / 2)] = nan;  // a NaN after the first element: skipped
+    rows.push_back(x);
+    x[0] = nan;  // a NaN first: the result
+    rows.push_back(x);
+    std::vector<float> z(static_cast<size_t>(n), -inf);
+    rows.push_back(z);
+    z[static_cast<size_t>(n - 1)] = 0.0f;
+    z[0] = -0.0f;
+    rows.push_back(z);
+    for (float& v : z) v = -v;
+    rows.push_back(z);
+  }
+  const CpuPath before = active_cpu_path();
+  for (CpuPath p : supported_cpu_paths()) {
+    ASSERT_TRUE(set_cpu_path_for_testing(p));
+    for (const std::vector<float>& x : rows) {
+      const int64_t n = static_cast<int64_t>(x.size());
+      float want = x[0];
+      for (int64_t i = 1; i < n; ++i) want = x[i] > want ? x[i] : want;
+      EXPECT_EQ(to_bits(vm::max(x.data(), n)), to_bits(want)) << cpu_path_name(p) << ", n = " << n;
+      std::vector<float> y(x.size());
+      vm::scale(x.data(), 0.37f, y.data(), n);
+      for (int64_t i = 0; i < n; ++i)
+        ASSERT_EQ(to_bits(y[i]), to_bits(x[i] * 0.37f)) << cpu_path_name(p) << ", n = " << n << ", i = " << i;
+    }
+    EXPECT_EQ(vm::max(nullptr, 0), -inf);
+  }
+  ASSERT_TRUE(set_cpu_path_for_testing(before));
+}
+
 }  // namespace
 }  // namespace cuvil::rt

@@ -117,6 +117,17 @@ float exp_sub_sum(const float* x, float m, float* y, int64_t n) {
   return combine(lanes);
 }
 
+float max(const float* x, int64_t n) {
+  if (n <= 0) return -__builtin_inff();
+  float m = x[0];
+  for (int64_t i = CUVIL_VM_DISPATCH(max(x, n, &m)); i < n; ++i) m = x[i] > m ? x[i] : m;
+  return m;
+}
+
+void scale(const float* x, float s, float* y, int64_t n) {
+  for (int64_t i = CUVIL_VM_DISPATCH(scale(x, s, y, n)); i < n; ++i) y[i] = x[i] * s;
+}
+
 float sum(const float* x, int64_t n) {
   float lanes[16] = {};
   int64_t i = CUVIL_VM_DISPATCH(sum(x, n, lanes));

@@ -52,6 +52,11 @@ void swiglu(const float* a, const float* b, float* y, int64_t n);  // (a * sigmo
 float exp_sub_sum(const float* x, float m, float* y, int64_t n);
 // Sum of x[0, n) in the fixed order.
 float sum(const float* x, int64_t n);
+// The maximum of x[0, n), equal to the scalar loop m = x[0]; m = x[i] > m ? x[i] : m: NaN
+// exactly when x[0] is NaN, else the largest non-NaN element (-inf for n = 0). Softmax's max.
+float max(const float* x, int64_t n);
+// y[i] = x[i] * s (y may equal x).
+void scale(const float* x, float s, float* y, int64_t n);
 // sum and sum of squares of (x[i] - shift) in one pass, fixed order (LayerNorm's moments).
 void shifted_moments(const float* x, int64_t n, float shift, float* sum_out, float* sumsq_out);
 // y[i] = (x[i] - mean) * rstd * scale[i] + bias[i] (bias may be null), as fma((x-mean)*rstd,

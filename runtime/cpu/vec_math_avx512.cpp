@@ -35,15 +35,10 @@ struct Avx512 {
   static M lt(V a, V b) { return _mm512_cmp_ps_mask(a, b, _CMP_LT_OQ); }
   static M isnan(V a) { return _mm512_cmp_ps_mask(a, a, _CMP_UNORD_Q); }
   static V select(M m, V a, V b) { return _mm512_mask_blend_ps(m, b, a); }
-  static V scale2(V p, V n) {
-    const __m512i i = _mm512_cvtps_epi32(n);
-    const __m512i i1 = _mm512_srai_epi32(i, 1);
-    const __m512i i2 = _mm512_sub_epi32(i, i1);
-    const __m512i bias = _mm512_set1_epi32(127);
-    const V f1 = _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_add_epi32(i1, bias), 23));
-    const V f2 = _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_add_epi32(i2, bias), 23));
-    return _mm512_mul_ps(_mm512_mul_ps(p, f1), f2);
-  }
+  // p * 2^n rounded once, as the two exact steps of the other paths round it (vscalefps: n is
+  // integral here, in [-150, 128], and p in [0.7, 1.5], so the results agree bit for bit,
+  // subnormal and overflowing ones included): one instruction instead of nine.
+  static V scale2(V p, V n) { return _mm512_scalef_ps(p, n); }
 };
 
 #include "runtime/cpu/vec_math_impl.h"

@@ -10,7 +10,7 @@
 // MAXPS/MINPS rule: the second operand when either is NaN); abs; copysign(mag, sign);
 // lt(a, b); isnan(a); select(m, a, b) = m ? a : b; scale2(p, n) = p * 2^(n >> 1) * 2^(n - (n >> 1))
 // for integral n in [-150, 128] (two exact steps, so subnormal and near-overflow results round
-// once).
+// once; AVX-512 uses vscalefps, which rounds p * 2^n once: the same bits).
 
 template <class T> struct VecMath {
   using V = typename T::V;
@@ -145,6 +145,20 @@ template <class T> struct VecDrivers {
     spill(acc, lanes);
     return i;
   }
+  // *m = the scalar loop's `m = x[i] > m ? x[i] : m` over the blocks: lanes start at *m and
+  // keep it when it is NaN (MAXPS returns its second operand then), so NaN comes out exactly
+  // when *m was NaN, and otherwise the largest non-NaN element (order does not change a max).
+  static inline int64_t max(const float* x, int64_t n, float* m) {
+    V acc = T::set(*m);
+    int64_t i = 0;
+    for (; i + kW <= n; i += kW) acc = T::max_(T::load(x + i), acc);
+    float lanes[kW];
+    T::store(lanes, acc);
+    float r = *m;
+    for (int k = 0; k < kW; ++k) r = lanes[k] > r ? lanes[k] : r;
+    *m = r;
+    return i;
+  }
   static inline int64_t sum(const float* x, int64_t n, float* lanes) {
     V acc[kAcc];
     for (int k = 0; k < kAcc; ++k) acc[k] = T::set(0.0f);
@@ -197,6 +211,8 @@ template <class T> struct VecDrivers {
   int64_t swiglu(const float* a, const float* b, float* y, int64_t n);                                 \
   int64_t exp_sub_sum(const float* x, float m, float* y, int64_t n, float* lanes);                     \
   int64_t sum(const float* x, int64_t n, float* lanes);                                                \
+  int64_t max(const float* x, int64_t n, float* m);                                                   \
+  int64_t scale(const float* x, float s, float* y, int64_t n);                                        \
   int64_t moments(const float* x, int64_t n, float shift, float* lanes_s, float* lanes_q);             \
   int64_t normalize_affine(const float* x, float* y, int64_t n, float mean, float rstd, const float* scale, \
                            const float* bias);
@@ -226,6 +242,11 @@ template <class T> struct VecDrivers {
     return D::exp_sub_sum(x, m, y, n, lanes);                                                          \
   }                                                                                                    \
   int64_t sum(const float* x, int64_t n, float* lanes) { return D::sum(x, n, lanes); }                 \
+  int64_t max(const float* x, int64_t n, float* m) { return D::max(x, n, m); }                        \
+  int64_t scale(const float* x, float s, float* y, int64_t n) {                                       \
+    const T::V vs = T::set(s);                                                                        \
+    return D::map(x, y, n, [vs](T::V v) { return T::mul(v, vs); });                                   \
+  }                                                                                                   \
   int64_t moments(const float* x, int64_t n, float shift, float* lanes_s, float* lanes_q) {            \
     return D::moments(x, n, shift, lanes_s, lanes_q);                                                  \
   }                                                                                                    \

@@ -6,17 +6,25 @@
 #include <cstdint>
 #include <vector>
 
+#include "runtime/cpu/ops/conv_depthwise_args.h"
 #include "runtime/op_kernel.h"
 
 namespace cuvil::rt::ops {
 
-// Runs on the convolution result (y, dims = the output's [N, M, D1, ...] or [N, D1, ..., M]) after the bias and
-// before it is stored in the output's dtype: float for float/float16/bfloat16, double for double.
+// Runs on the convolution result (y, dims = the output's [N, M, D1, ...] or [N, D1, ..., M]) before it is stored in the output's dtype: float for float/float16/bfloat16, double for double.
 class ConvEpilogue {
  public:
   virtual ~ConvEpilogue() = default;
-  virtual Status apply(float* y, const std::vector<int64_t>& dims) const = 0;
-  virtual Status apply(double* y, const std::vector<int64_t>& dims) const = 0;
+  // bias: B in the compute type, to add first (conv_forward leaves it to this pass when the
+  // convolution added it last anyway), or null when y already holds it.
+  virtual Status apply(float* y, const std::vector<int64_t>& dims, const float* bias, bool channels_last) const = 0;
+  virtual Status apply(double* y, const std::vector<int64_t>& dims, const double* bias,
+                       bool channels_last) const = 0;
+  // The same epilogue as the direct depthwise kernels apply it in registers
+  // (conv_depthwise.h), for a float computation with output dims `dims`: true with *e filled
+  // when it has that form (no residual or a float one of exactly those dims, and an activation
+  // the kernels know); false when apply() must run after the kernel instead.
+  virtual bool register_form(const std::vector<int64_t>& dims, DwEpilogue* e) const { return false; }
 };
 
 // ONNX Conv over inputs X (0), W (1) and B (2, optional) and every Conv attribute of ctx,

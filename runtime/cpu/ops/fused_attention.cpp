@@ -77,10 +77,9 @@ Status require_f32(OpContext& ctx, size_t index, const char* role, const TensorV
 // vec_math's fixed order, one reciprocal; all -inf (or any NaN) gives NaN everywhere.
 void softmax_row(float* s, int64_t n) {
   if (n <= 0) return;
-  float m = s[0];
-  for (int64_t j = 1; j < n; ++j) m = s[j] > m ? s[j] : m;  // NaN reaches the sum
+  const float m = vm::max(s, n);  // a NaN anywhere reaches the sum
   const float inv = 1.0f / vm::exp_sub_sum(s, m, s, n);
-  for (int64_t j = 0; j < n; ++j) s[j] *= inv;
+  vm::scale(s, inv, s, n);
 }
 
 }  // namespace

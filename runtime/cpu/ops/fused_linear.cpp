@@ -2,13 +2,16 @@
 // Y = act(alpha * op(A) @ op(B) + bias + residual) and Y = act(Conv(X, W, B) + residual). The
 // products run on the shared packed GEMM (kernel_util.h's gemm, linalg.cpp) and Conv's own code
 // (conv.h, nn.cpp); this file adds only the operand checks and the epilogue, applied in the
-// compute type (float, or double for double tensors) before the output is stored.
+// compute type (float, or double for double tensors) before the output is stored: for float,
+// one vectorised pass per row with conv_depthwise.h's in-register activations (the direct
+// depthwise convolution takes the same epilogue in its own registers, register_form below).
 #include <limits>
 #include <string>
 #include <vector>
 
 #include "ir/fused_ops.h"
 #include "runtime/cpu/ops/conv.h"
+#include "runtime/cpu/ops/conv_depthwise.h"
 #include "runtime/cpu/ops/kernel_util.h"
 #include "runtime/cpu/vec_math.h"
 
@@ -40,7 +43,8 @@ Status read_activation(OpContext& ctx, ActivationSpec* spec) {
 // An epilogue operand (bias or residual) read over the output's dims.
 struct Operand {
   const TensorView* view = nullptr;
-  std::vector<int64_t> strides;  // over the output dims, 0 where it broadcasts
+  const void* compute = nullptr;  // or the data already in the compute type (conv's B)
+  std::vector<int64_t> strides;   // over the output dims, 0 where it broadcasts
 };
 
 Status epilogue_operand(OpContext& ctx, size_t index, const char* role, DType dtype,
@@ -87,17 +91,69 @@ float activation1(const ActivationSpec& spec, float v) {
 
 // y = act(y + bias + residual) over y's dims, in compute type C. The operands are summed in
 // the order of the unfused graph: the accumulator, then the bias, then the residual.
+// The activation in the form of the direct convolution's kernels (conv_depthwise.h); false
+// for an activation they do not know.
+bool register_activation(const ActivationSpec& spec, DwEpilogue* e) {
+  switch (spec.act) {
+    case fused::Activation::None: e->act = DwActivation::None; break;
+    case fused::Activation::Relu: e->act = DwActivation::Relu; break;
+    case fused::Activation::Clip: e->act = DwActivation::Clip; break;
+    case fused::Activation::LeakyRelu: e->act = DwActivation::LeakyRelu; break;
+    default:
+      e->act = DwActivation::Array;
+      e->array_fn = vec_activation(spec.act);
+      if (!e->array_fn) return false;
+  }
+  e->alpha = spec.alpha;
+  e->beta = spec.beta;
+  return true;
+}
+
+// y[j] += op[off + j * step] for j < n (op may be null: nothing to add).
+inline void add_operand_row(float* y, const float* op, int64_t off, int64_t step, int64_t n) {
+  if (!op) return;
+  const float* o = op + off;
+  if (step == 1) {
+    for (int64_t j = 0; j < n; ++j) y[j] += o[j];
+  } else if (step == 0) {
+    const float v = *o;
+    for (int64_t j = 0; j < n; ++j) y[j] += v;
+  } else {
+    for (int64_t j = 0; j < n; ++j) y[j] += o[j * step];
+  }
+}
+
 template <typename C>
-void apply_epilogue(OpContext& ctx, C* y, const std::vector<int64_t>& dims, const Operand& bias,
+void apply_epilogue(OpContext& ctx, C* y, const std::vector<int64_t>& full_dims, const Operand& bias,
                     const Operand& residual, const ActivationSpec& spec) {
+  DwEpilogue act;
+  const bool vector_act = register_activation(spec, &act);  // every activation has one form or the other
   std::vector<C> bbuf, rbuf;
-  const C* bp = bias.view ? compute_data<C>(*bias.view, &bbuf) : nullptr;
+  const C* bp = bias.compute ? static_cast<const C*>(bias.compute)
+                             : bias.view ? compute_data<C>(*bias.view, &bbuf) : nullptr;
   const C* rp = residual.view ? compute_data<C>(*residual.view, &rbuf) : nullptr;
+  int64_t numel = 1;
+  for (int64_t d : full_dims) numel *= d;
+  if (numel == 0) return;
+  // Adjacent dims that every operand steps through as one are merged (y is dense), so that a
+  // row is as long as it can be: a [N, C, 7, 7] output with a per-channel bias has rows of 49.
+  std::vector<int64_t> dims;
+  Operand bias_m, res_m;
+  for (size_t d = 0; d < full_dims.size(); ++d) {
+    if (full_dims[d] == 1) continue;
+    const int64_t bs = bp ? bias.strides[d] : 0, rs = rp ? residual.strides[d] : 0;
+    if (!dims.empty() && bias_m.strides.back() == bs * full_dims[d] && res_m.strides.back() == rs * full_dims[d]) {
+      dims.back() *= full_dims[d];
+      bias_m.strides.back() = bs;
+      res_m.strides.back() = rs;
+    } else {
+      dims.push_back(full_dims[d]);
+      bias_m.strides.push_back(bs);
+      res_m.strides.push_back(rs);
+    }
+  }
   const int64_t rank = static_cast<int64_t>(dims.size());
   const int64_t inner = rank ? dims.back() : 1;
-  int64_t numel = 1;
-  for (int64_t d : dims) numel *= d;
-  if (numel == 0) return;
   const int64_t rows = numel / inner;
   parallel_range(ctx, rows, 16, [&](int64_t begin, int64_t end) {
     for (int64_t row = begin; row < end; ++row) {
@@ -106,25 +162,27 @@ void apply_epilogue(OpContext& ctx, C* y, const std::vector<int64_t>& dims, cons
       for (int64_t d = rank - 2; d >= 0; --d) {
         const int64_t i = rest % dims[d];
         rest /= dims[d];
-        if (bp) boff += i * bias.strides[d];
-        if (rp) roff += i * residual.strides[d];
+        if (bp) boff += i * bias_m.strides[d];
+        if (rp) roff += i * res_m.strides[d];
       }
-      const int64_t bstep = bp && rank ? bias.strides.back() : 0;
-      const int64_t rstep = rp && rank ? residual.strides.back() : 0;
+      const int64_t bstep = bp && rank ? bias_m.strides.back() : 0;
+      const int64_t rstep = rp && rank ? res_m.strides.back() : 0;
       C* yr = y + row * inner;
-      if constexpr (std::is_same_v<C, float>) {
-        // Activations with a runtime/cpu/vec_math.h form run vectorised over the row after the
-        // sums, the functions the tile epilogue and the unfused kernels call (bit for bit).
-        if (auto fn = vec_activation(spec.act)) {
-          for (int64_t j = 0; j < inner; ++j) {
-            C v = yr[j];
-            if (bp) v += bp[boff + j * bstep];
-            if (rp) v += rp[roff + j * rstep];
-            yr[j] = v;
+      if (std::is_same_v<C, float> && vector_act) {
+        // The sums (one pass each, the same roundings as one pass doing both), then the
+        // activation vectorised over the row: in registers (relu, clip, leaky_relu, as the
+        // direct convolution does) or runtime/cpu/vec_math.h's array functions, which the tile
+        // epilogue and the unfused kernels call too (bit for bit).
+        if constexpr (std::is_same_v<C, float>) {
+          if (bstep <= 1 && (!rp || rstep == 1)) {  // the common forms: one pass in registers
+            epilogue_row(yr, inner, bp ? bp + boff : nullptr, bstep == 1, rp ? rp + roff : nullptr, act);
+          } else {
+            add_operand_row(yr, bp, boff, bstep, inner);
+            add_operand_row(yr, rp, roff, rstep, inner);
+            activate_row(yr, inner, act);
           }
-          fn(yr, yr, inner);
-          continue;
         }
+        continue;
       }
       for (int64_t j = 0; j < inner; ++j) {
         C v = yr[j];
@@ -155,14 +213,34 @@ class FusedConvEpilogue : public ConvEpilogue {
  public:
   FusedConvEpilogue(OpContext& ctx, const ActivationSpec& spec, DType dtype)
       : ctx_(ctx), spec_(spec), dtype_(dtype) {}
-  Status apply(float* y, const std::vector<int64_t>& dims) const override { return run(y, dims); }
-  Status apply(double* y, const std::vector<int64_t>& dims) const override { return run(y, dims); }
+  Status apply(float* y, const std::vector<int64_t>& dims, const float* bias, bool channels_last) const override {
+    return run(y, dims, bias, channels_last);
+  }
+  Status apply(double* y, const std::vector<int64_t>& dims, const double* bias, bool channels_last) const override {
+    return run(y, dims, bias, channels_last);
+  }
+  bool register_form(const std::vector<int64_t>& dims, DwEpilogue* e) const override {
+    const TensorView* r = ctx_.input(3);
+    // Anything else (a float16 output, a broadcasting or mistyped residual) goes through
+    // apply(), which checks the residual and names what is wrong.
+    if (r && (dtype_ != DType::Float || r->dtype != DType::Float || r->dims != dims)) return false;
+    DwEpilogue f;
+    if (!register_activation(spec_, &f)) return false;
+    f.residual = r ? r->as<float>() : nullptr;
+    *e = f;
+    return true;
+  }
 
  private:
-  template <typename C> Status run(C* y, const std::vector<int64_t>& dims) const {
-    Operand residual;
+  template <typename C> Status run(C* y, const std::vector<int64_t>& dims, const C* b, bool channels_last) const {
+    Operand residual, bias;
     CUVIL_RETURN_IF_ERROR(epilogue_operand(ctx_, 3, "residual", dtype_, dims, &residual));
-    apply_epilogue<C>(ctx_, y, dims, Operand{}, residual, spec_);
+    if (b) {  // B [M] over the output's channel axis
+      bias.compute = b;
+      bias.strides.assign(dims.size(), 0);
+      bias.strides[channels_last ? dims.size() - 1 : 1] = 1;
+    }
+    apply_epilogue<C>(ctx_, y, dims, bias, residual, spec_);
     return Status::ok();
   }
   OpContext& ctx_;

@@ -15,6 +15,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <memory>
 #include <vector>
 
 #if defined(__x86_64__)
@@ -457,16 +458,18 @@ void gemm_packed(OpContext* ctx, bool trans_a, bool trans_b, int64_t m, int64_t 
   // anything else is packed per call.
   const std::shared_ptr<const std::vector<float>> cached =
       gemm_weight_panels(uk, b, trans_b, k, n, ldb);
-  std::vector<float> bpack_local;
+  // The pack buffers are not value-initialised: the packing writes every element, zero padding
+  // included, and a memset of them would cost as much as the packing.
+  std::unique_ptr<float[]> bpack_local;
   if (!cached) {
-    bpack_local.resize(static_cast<size_t>(panels * panel_stride));
+    bpack_local.reset(new float[static_cast<size_t>(panels * panel_stride)]);
     auto pack_b = [&](int64_t begin, int64_t end) {
-      pack_b_panels(trans_b, n, k, b, ldb, nr, bpack_local.data(), begin, end);
+      pack_b_panels(trans_b, n, k, b, ldb, nr, bpack_local.get(), begin, end);
     };
     if (ctx && threads > 1) parallel_range(*ctx, panels, 4, pack_b);
     else pack_b(0, panels);
   }
-  const float* bpack = cached ? cached->data() : bpack_local.data();
+  const float* bpack = cached ? cached->data() : bpack_local.get();
 
   // Tasks: (row block, column chunk). Rows split first (each thread packs only its own rows of
   // a, and every thread streams the shared packed b): mc is at most an equal share of m per
@@ -486,7 +489,8 @@ void gemm_packed(OpContext* ctx, bool trans_a, bool trans_b, int64_t m, int64_t 
   const int64_t kblocks = (k + bl.kc - 1) / bl.kc;
   const int64_t kc_even = (k + kblocks - 1) / kblocks;
   auto task = [&](int64_t begin, int64_t end) {
-    std::vector<float> apack(static_cast<size_t>(mc * kc_even));
+    std::unique_ptr<float[]> apack_buf(new float[static_cast<size_t>(mc * kc_even)]);
+    float* const apack = apack_buf.get();
     for (int64_t t = begin; t < end; ++t) {
       const int64_t mb = t / nchunks, nc = t % nchunks;
       const int64_t i0 = mb * mc, rows = std::min<int64_t>(mc, m - i0);
@@ -495,8 +499,8 @@ void gemm_packed(OpContext* ctx, bool trans_a, bool trans_b, int64_t m, int64_t 
       if (p0 >= p1) continue;
       for (int64_t k0 = 0; k0 < k; k0 += kc_even) {
         const int64_t kc = std::min<int64_t>(kc_even, k - k0);
-        pack_a_block(trans_a, a, lda, alpha, i0, rows, k0, kc, mr, apack.data());
-        gemm_block_f32(uk, rows, kc, n, p0, p1, apack.data(), bpack + k0 * nr,
+        pack_a_block(trans_a, a, lda, alpha, i0, rows, k0, kc, mr, apack);
+        gemm_block_f32(uk, rows, kc, n, p0, p1, apack, bpack + k0 * nr,
                        panel_stride, c + i0 * ldc, ldc, k0 == 0, beta);
       }
     }

@@ -1,4 +1,5 @@
-// Convolution, pooling and normalisation kernels: Conv (im2col + the shared GEMM),
+// Convolution, pooling and normalisation kernels: Conv (im2col + the shared GEMM; float
+// depthwise and small-group convolutions run the direct kernels of conv_depthwise.h),
 // ConvInteger, QLinearConv, ConvTranspose (GEMM + col2im), the windowed and global pools,
 // MaxRoiPool, RoiAlign, MaxUnpool, the normalisations (Batch, Instance, Layer, Group, LRN,
 // MeanVariance), GridSample and Col2Im. Float kernels compute in float (double for Double
@@ -13,6 +14,7 @@
 #include <vector>
 
 #include "runtime/cpu/ops/conv.h"
+#include "runtime/cpu/ops/conv_depthwise.h"
 #include "runtime/cpu/ops/kernel_util.h"
 #include "runtime/cpu/ops/quant_params.h"
 #include "runtime/cpu/vec_math.h"
@@ -433,7 +435,8 @@ void conv_float(OpContext& ctx, const ConvShape& s, const C* x, const C* w, cons
 // it is ([M, C/group, k...] is W_g^T row-major per group: the GEMM packs it transposed, so no
 // repacked copy of the weights is made per call). A pointwise conv needs no col at all (X itself
 // is the [positions, C] matrix); a depthwise conv (one input and one output channel per group)
-// runs tap by tap, vectorised over the contiguous channels.
+// runs tap by tap, vectorised over the contiguous channels (float ones, and NCHW depthwise and
+// small-group ones, take the direct kernels of conv_depthwise.h before they get here).
 
 // The input position of output position `o` (spatial multi-index) under tap `kidx`, as a
 // flat spatial offset, or -1 in the padding.
@@ -492,34 +495,40 @@ void conv_nhwc(OpContext& ctx, const ConvShape& s, const C* x, const C* w, const
       gemm(&ctx, false, true, rows, s.mg, s.cg, C(1), x + g * s.cg, s.c, w + g * s.mg * kg, kg, C(0),
            y + g * s.mg, s.m);
   } else {
-    const int64_t chunk = std::max<int64_t>(1, std::min(rows, kColumnBudget / kg));
-    std::vector<C> col(static_cast<size_t>(chunk * kg));
+    // One col for all groups, built once per chunk of rows: col[row][(g, c, kk)] = x[n, i(o, kk),
+    // g * cg + c], zero in the padding. Per group that is W's own order (c, kk), so each row
+    // scatters its taps within group * kg elements (in L1), W needs no copy, and group g's GEMM
+    // reads its kg columns at col + g * kg.
+    const int64_t kall = kg * s.group;
+    const int64_t chunk = std::max<int64_t>(1, std::min(rows, kColumnBudget / kall));
+    std::vector<int64_t> taps(static_cast<size_t>(kprod) * r);  // each tap's kernel index, once
+    for (int64_t kk = 0; kk < kprod; ++kk) unflatten(kk, win.kernel, taps.data() + kk * r);
+    std::vector<C> col(static_cast<size_t>(chunk * kall));
     for (int64_t r0 = 0; r0 < rows; r0 += chunk) {
       const int64_t r1 = std::min(rows, r0 + chunk);
-      for (int64_t g = 0; g < s.group; ++g) {
-        // col[row][(c, kk)] = x[n, i(o, kk), g * cg + c], zero in the padding: W's own order, so
-        // each row scatters its taps within kg elements (in L1) and W needs no copy.
-        parallel_range(ctx, r1 - r0, 8, [&](int64_t begin, int64_t end) {
-          std::vector<int64_t> oidx(r), kidx(r);
-          for (int64_t row = r0 + begin; row < r0 + end; ++row) {
-            const int64_t n = row / pout;
-            unflatten(row % pout, win.out, oidx.data());
-            C* cr = col.data() + (row - r0) * kg;
-            for (int64_t kk = 0; kk < kprod; ++kk) {
-              unflatten(kk, win.kernel, kidx.data());
-              const int64_t off = nhwc_input_offset(win, oidx.data(), kidx.data());
-              if (off < 0) {
-                for (int64_t c = 0; c < s.cg; ++c) cr[c * kprod + kk] = C(0);
+      parallel_range(ctx, r1 - r0, 8, [&](int64_t begin, int64_t end) {
+        std::vector<int64_t> oidx(r);
+        for (int64_t row = r0 + begin; row < r0 + end; ++row) {
+          const int64_t n = row / pout;
+          unflatten(row % pout, win.out, oidx.data());
+          C* cr = col.data() + (row - r0) * kall;
+          for (int64_t kk = 0; kk < kprod; ++kk) {
+            const int64_t off = nhwc_input_offset(win, oidx.data(), taps.data() + kk * r);
+            const C* xs = off < 0 ? nullptr : x + (n * pin + off) * s.c;
+            for (int64_t g = 0; g < s.group; ++g) {
+              C* cg_row = cr + g * kg;
+              if (!xs) {
+                for (int64_t c = 0; c < s.cg; ++c) cg_row[c * kprod + kk] = C(0);
               } else {
-                const C* xs = x + (n * pin + off) * s.c + g * s.cg;
-                for (int64_t c = 0; c < s.cg; ++c) cr[c * kprod + kk] = xs[c];
+                for (int64_t c = 0; c < s.cg; ++c) cg_row[c * kprod + kk] = xs[g * s.cg + c];
               }
             }
           }
-        });
-        gemm(&ctx, false, true, r1 - r0, s.mg, kg, C(1), col.data(), kg, w + g * s.mg * kg, kg, C(0),
+        }
+      });
+      for (int64_t g = 0; g < s.group; ++g)
+        gemm(&ctx, false, true, r1 - r0, s.mg, kg, C(1), col.data() + g * kg, kall, w + g * s.mg * kg, kg, C(0),
              y + r0 * s.m + g * s.mg, s.m);
-      }
     }
   }
   if (bias) {
@@ -559,9 +568,47 @@ Status conv_forward(OpContext& ctx, const ConvEpilogue* epilogue, bool channels_
     const C* wp = compute_data<C>(*w, &wb);
     const C* bp = b ? compute_data<C>(*b, &bb) : nullptr;
     ComputeOutput<C> out(y);
-    if (channels_last) conv_nhwc<C>(ctx, s, xp, wp, bp, out.data());
-    else conv_float<C>(ctx, s, xp, wp, bp, out.data());
-    if (epilogue) st = epilogue->apply(out.data(), s.out_dims);
+    if constexpr (std::is_same_v<C, float>) {
+      // Depthwise and small-group convolutions over 1 or 2 spatial dims: the direct kernels,
+      // with the epilogue in registers when it has that form.
+      const size_t r = s.w.rank();
+      DwShape d;
+      if (r <= 2) {
+        d.n = s.n;
+        d.c = s.c;
+        d.m = s.m;
+        d.group = s.group;
+        d.in_h = r == 2 ? s.w.in[0] : 1;
+        d.out_h = r == 2 ? s.w.out[0] : 1;
+        d.k_h = r == 2 ? s.w.kernel[0] : 1;
+        d.s_h = r == 2 ? s.w.strides[0] : 1;
+        d.d_h = r == 2 ? s.w.dilations[0] : 1;
+        d.p_h = r == 2 ? s.w.pad_begin[0] : 0;
+        d.in_w = s.w.in[r - 1];
+        d.out_w = s.w.out[r - 1];
+        d.k_w = s.w.kernel[r - 1];
+        d.s_w = s.w.strides[r - 1];
+        d.d_w = s.w.dilations[r - 1];
+        d.p_w = s.w.pad_begin[r - 1];
+      }
+      if (r <= 2 && conv_depthwise_applies(d, channels_last)) {
+        DwEpilogue e;
+        const bool in_registers = epilogue && epilogue->register_form(s.out_dims, &e);
+        if (!in_registers) e = DwEpilogue{};
+        conv_depthwise_float(ctx, d, xp, wp, bp, e, channels_last, out.data());
+        if (epilogue && !in_registers) st = epilogue->apply(out.data(), s.out_dims, nullptr, channels_last);
+        out.finish();
+        return;
+      }
+    }
+    // The GEMM-based paths add B after the product, as the epilogue's first step would: with
+    // an epilogue, B is left to its pass (one pass over y fewer). The direct paths start
+    // their sums from B, so they keep it.
+    const bool direct = channels_last ? (s.cg == 1 && s.mg == 1 && s.group > 1) : (s.mg < 4 && s.group > 1);
+    const C* conv_bias = epilogue && !direct ? nullptr : bp;
+    if (channels_last) conv_nhwc<C>(ctx, s, xp, wp, conv_bias, out.data());
+    else conv_float<C>(ctx, s, xp, wp, conv_bias, out.data());
+    if (epilogue) st = epilogue->apply(out.data(), s.out_dims, conv_bias ? nullptr : bp, channels_last);
     out.finish();
   });
   return st;

@@ -385,11 +385,10 @@ template <SoftmaxKind K> Status softmax_kernel(OpContext& ctx) {
           // relative error within about len/16 float roundings, so 2e-6 at len 768).
           const float* fx = reinterpret_cast<const float*>(px);
           float* fy = reinterpret_cast<float*>(py);
-          float m = fx[0];
-          for (int64_t j = 1; j < len; ++j) m = fx[j] > m ? fx[j] : m;  // NaN reaches the sum
+          const float m = vm::max(fx, len);  // a NaN anywhere reaches the sum
           if constexpr (K == SoftmaxKind::Softmax) {
             const float inv = 1.0f / vm::exp_sub_sum(fx, m, fy, len);
-            for (int64_t j = 0; j < len; ++j) fy[j] *= inv;
+            vm::scale(fy, inv, fy, len);
           } else {
             float* fe = e_float.data();
             const float log_total = std::log(vm::exp_sub_sum(fx, m, fe, len));
