@@ -47,7 +47,7 @@ const GemmMicroKernel& gemm_micro_kernel(CpuPath path);
 const GemmMicroKernel& gemm_micro_kernel();
 
 // Cache blocking from the tile shape and the cache sizes, the same rule for every path: the
-// packed b micro-panel (kc x nr) takes half of L1, the packed a block (mc x kc) half of L2.
+// packed b micro-panel (kc x nr) fills L1, the packed a block (mc x kc) half of L2.
 struct GemmBlocking {
   int64_t mc;  // rows of a packed a block (a multiple of mr)
   int64_t kc;  // depth of a packed block
