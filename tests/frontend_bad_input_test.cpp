@@ -932,6 +932,39 @@ TEST_F(BadInputGraph, IrVersionBeyondTheSupportedMaximum) {
   EXPECT_TRUE(FailsWith([&] { import(m); }, ExitCode::kInvalidModel, {"no ir_version"}));
 }
 
+// Fields onnx.proto gained after IR 8 arrive as unknown fields of cuvil's (onnx 1.12) schema:
+// refused, naming the field, its message and where it is, rather than dropped; metadata_props,
+// annotations without semantics, pass.
+TEST_F(BadInputGraph, FieldsNewerThanTheSchemaAreRefused) {
+  onnx::ModelProto m = test::make_relu_model();
+  m.mutable_graph()->mutable_node(0)->mutable_unknown_fields()->AddLengthDelimited(8, "v2");
+  EXPECT_TRUE(FailsWith([&] { import(m); }, ExitCode::kUnsupported,
+                        {"graph.node[0] (onnx.NodeProto) has field 8 'overload', added to ONNX after IR 8",
+                         "does not know"}));
+  // A field no schema names: the number and the message.
+  onnx::ModelProto m2 = test::make_relu_model();
+  m2.mutable_graph()->mutable_input(0)->mutable_type()->mutable_unknown_fields()->AddVarint(77, 1);
+  EXPECT_TRUE(FailsWith([&] { import(m2); }, ExitCode::kUnsupported,
+                        {"graph.input[0].type (onnx.TypeProto) has field 77 which"}));
+  // FunctionProto.attribute_proto (default attribute values) would change what a call computes.
+  onnx::ModelProto m3 = test::make_relu_model();
+  auto* f = m3.add_functions();
+  f->set_name("f");
+  f->set_domain("local");
+  f->mutable_unknown_fields()->AddLengthDelimited(11, "");
+  EXPECT_TRUE(FailsWith([&] { import(m3); }, ExitCode::kUnsupported,
+                        {"functions[0] (onnx.FunctionProto) has field 11 'attribute_proto'"}));
+  // metadata_props on a node, a value and a graph: accepted.
+  onnx::ModelProto m4 = test::make_relu_model();
+  onnx::StringStringEntryProto entry;
+  entry.set_key("namespace");
+  entry.set_value("torch");
+  m4.mutable_graph()->mutable_node(0)->mutable_unknown_fields()->AddLengthDelimited(9, entry.SerializeAsString());
+  m4.mutable_graph()->mutable_input(0)->mutable_unknown_fields()->AddLengthDelimited(4, entry.SerializeAsString());
+  m4.mutable_graph()->mutable_unknown_fields()->AddLengthDelimited(16, entry.SerializeAsString());
+  EXPECT_EQ(import(m4).graph->nodes.size(), 1u);
+}
+
 TEST_F(BadInputGraph, DefaultOpsetBeyondTheSupportedMaximum) {
   onnx::ModelProto m = test::make_relu_model(frontend::kMaxDefaultOpset + 1);
   EXPECT_TRUE(FailsWith([&] { import(m); }, ExitCode::kUnsupported,
