@@ -3,6 +3,7 @@
 // by the wheel's node cases (ConformanceWheel) and by tests/frontend_newer_ops_test.cpp.
 #include "frontend/newer_ops.h"
 
+#include <cmath>
 #include <cstdint>
 #include <limits>
 
@@ -61,6 +62,22 @@ class Emitter {
     for (int64_t x : v) t->add_int64_data(x);
     return out;
   }
+  // A float32 scalar constant.
+  std::string float_scalar(float v) {
+    std::string out = value("constf");
+    onnx::NodeProto& n = node("Constant", {}, {out});
+    onnx::AttributeProto* a = n.add_attribute();
+    a->set_name("value_float");
+    a->set_type(onnx::AttributeProto::FLOAT);
+    a->set_f(v);
+    return out;
+  }
+  static void set_ints(onnx::NodeProto& n, const char* name, const std::vector<int64_t>& v) {
+    onnx::AttributeProto* a = n.add_attribute();
+    a->set_name(name);
+    a->set_type(onnx::AttributeProto::INTS);
+    for (int64_t x : v) a->add_ints(x);
+  }
   static void set_int(onnx::NodeProto& n, const char* name, int64_t v) {
     onnx::AttributeProto* a = n.add_attribute();
     a->set_name(name);
@@ -82,7 +99,7 @@ class Emitter {
 
 // Y = X / sqrt(mean(X^2 over [axis, rank)) + epsilon) * scale, in float (stash_type 1): exactly
 // cuvil::RMSNorm.
-bool rms_normalization(const onnx::NodeProto& n, Emitter& e, std::string* why) {
+bool rms_normalization(const onnx::NodeProto& n, Emitter& e, const TypeLookup&, std::string* why) {
   if (attr_int(n, "stash_type", 1) != 1) {
     *why = "stash_type " + std::to_string(attr_int(n, "stash_type", 1)) + " (only 1, float, is supported)";
     return false;
@@ -93,17 +110,38 @@ bool rms_normalization(const onnx::NodeProto& n, Emitter& e, std::string* why) {
   return true;
 }
 
+// x * sigmoid(alpha * x) in plain ops, in x's type: for the types the fused kernels do not take.
+std::string plain_swish(Emitter& e, const std::string& x, float alpha) {
+  const std::string a = e.op("CastLike", {e.float_scalar(alpha), x});
+  return e.op("Mul", {x, e.op("Sigmoid", {e.op("Mul", {x, a})})});
+}
+// The fused kernels are float32 ones (runtime/cpu/ops/fused_pointwise.cpp): a declared other
+// type takes the plain form.
+bool declared_not_float(const TypeLookup& types, const std::string& x) {
+  const int elem = types(x).elem;
+  return elem != 0 && elem != onnx::TensorProto::FLOAT;
+}
+
 // Y = X * sigmoid(alpha * X): cuvil::SiLU.
-bool swish(const onnx::NodeProto& n, Emitter& e, std::string*) {
+bool swish(const onnx::NodeProto& n, Emitter& e, const TypeLookup& types, std::string*) {
+  const float alpha = attr_float(n, "alpha", 1.0f);
+  if (declared_not_float(types, input(n, 0))) {
+    e.node("Identity", {plain_swish(e, input(n, 0), alpha)}, {n.output(0)});
+    return true;
+  }
   onnx::NodeProto& s = e.node("SiLU", {input(n, 0)}, {n.output(0)}, "cuvil");
-  Emitter::set_float(s, "alpha", attr_float(n, "alpha", 1.0f));
+  Emitter::set_float(s, "alpha", alpha);
   return true;
 }
 
 // Y = A * sigmoid(alpha * A) * B (A and B of one shape): cuvil::SwiGLU for alpha 1, else
 // cuvil::SiLU and Mul.
-bool swiglu(const onnx::NodeProto& n, Emitter& e, std::string*) {
+bool swiglu(const onnx::NodeProto& n, Emitter& e, const TypeLookup& types, std::string*) {
   const float alpha = attr_float(n, "alpha", 1.0f);
+  if (declared_not_float(types, input(n, 0))) {
+    e.node("Mul", {plain_swish(e, input(n, 0), alpha), input(n, 1)}, {n.output(0)});
+    return true;
+  }
   if (alpha == 1.0f) {
     e.node("SwiGLU", {input(n, 0), input(n, 1)}, {n.output(0)}, "cuvil");
     return true;
@@ -121,7 +159,7 @@ bool swiglu(const onnx::NodeProto& n, Emitter& e, std::string*) {
 // width: the cache rows are repeated (halves: concatenated; neighbours: each entry twice) and get
 // a heads axis of 1 ([B, 1, S, r] for 4-D X; for 3-D X the heads are split off as [B, S, H, D]
 // and the caches are [B, S, 1, r]).
-bool rotary_embedding(const onnx::NodeProto& n, Emitter& e, std::string* why) {
+bool rotary_embedding(const onnx::NodeProto& n, Emitter& e, const TypeLookup&, std::string* why) {
   const int64_t interleaved = attr_int(n, "interleaved", 0);
   const int64_t heads = attr_int(n, "num_heads", 0);
   const int64_t rdim = attr_int(n, "rotary_embedding_dim", 0);
@@ -176,7 +214,7 @@ bool rotary_embedding(const onnx::NodeProto& n, Emitter& e, std::string* why) {
 // the index along axis 0. As ScatterElements with those indices, made for every element of
 // update: s counted by an exclusive CumSum of ones along the axis, write_indices reshaped to
 // [B, 1, ...] (the rank taken from update's shape at run time: the importer knows no ranks).
-bool tensor_scatter(const onnx::NodeProto& n, Emitter& e, std::string* why) {
+bool tensor_scatter(const onnx::NodeProto& n, Emitter& e, const TypeLookup&, std::string* why) {
   const auto* mode_attr = find_attr(n, "mode");
   const std::string mode = mode_attr ? mode_attr->s() : "linear";
   if (mode != "linear" && mode != "circular") {
@@ -223,14 +261,189 @@ bool tensor_scatter(const onnx::NodeProto& n, Emitter& e, std::string* why) {
   return true;
 }
 
+// Attention (23, 24: nonpad_kv_seqlen; 25: left/right_window_size) as the ONNX reference
+// computes it (onnx/reference/ops/op_attention.py), in plain ONNX ops: 3-D Q/K/V split into
+// heads; past_key/past_value concatenated before K/V (present_*); Q and K each scaled by
+// sqrt(scale) (scale 0: 1/sqrt(head size)); key/value heads repeated for grouped queries (each
+// head h_kv serves Hq/Hkv consecutive query heads); QK^T softcapped (c * tanh(x / c)); an
+// additive bias from attn_mask (bool: false = -inf; padded with -inf up to the key count),
+// the causal rule j <= i + offset (offset: the past length; with nonpad_kv_seqlen, per batch
+// nonpad - S; else 0), the sliding window and the padding of nonpad_kv_seqlen; softmax over the
+// keys (in softmax_precision), rows whose bias is all -inf set to 0; times V. qk_matmul_output
+// is QK^T (after softcap; mode 2 with the bias, mode 3 the probabilities). The dtype of a mask
+// decides its meaning, so it must be declared (graph input, value_info, initializer) or made
+// by a Cast or a comparison the importer sees.
+bool attention(const onnx::NodeProto& n, Emitter& e, const TypeLookup& types, std::string* why) {
+  const std::string q = input(n, 0), k = input(n, 1), v = input(n, 2), mask = input(n, 3),
+                    past_k = input(n, 4), past_v = input(n, 5), nonpad = input(n, 6);
+  if (past_k.empty() != past_v.empty()) {
+    *why = "past_key and past_value must be given together";
+    return false;
+  }
+  if (!nonpad.empty() && !past_k.empty()) {
+    *why = "nonpad_kv_seqlen cannot be combined with past_key/past_value";
+    return false;
+  }
+  const int64_t causal = attr_int(n, "is_causal", 0), mode = attr_int(n, "qk_matmul_output_mode", 0);
+  const int64_t left = attr_int(n, "left_window_size", -1), right = attr_int(n, "right_window_size", -1);
+  const float softcap = attr_float(n, "softcap", 0.f);
+  if (mode < 0 || mode > 3) {
+    *why = "qk_matmul_output_mode " + std::to_string(mode) + " (must be 0 to 3)";
+    return false;
+  }
+  if (left < -1 || right < -1) {
+    *why = "left/right_window_size must be -1 or >= 0";
+    return false;
+  }
+  const int64_t qh = attr_int(n, "q_num_heads", 0), kvh = attr_int(n, "kv_num_heads", 0);
+  const Declared dq = types(q);
+  const bool three_d = dq.rank >= 0 ? dq.rank == 3 : (qh > 0 || kvh > 0);
+  if (three_d && (qh <= 0 || kvh <= 0)) {
+    *why = "3-D inputs need q_num_heads and kv_num_heads";
+    return false;
+  }
+  int mask_type = 0;
+  if (!mask.empty()) {
+    mask_type = types(mask).elem;
+    if (mask_type == 0) {
+      *why = "the type of attn_mask '" + mask + "' is not declared (bool and float masks differ in meaning)";
+      return false;
+    }
+  }
+  auto heads = [&](const std::string& x, int64_t h) {
+    if (!three_d) return x;
+    std::string t = e.value("heads");
+    Emitter::set_ints(e.node("Transpose", {e.op("Reshape", {x, e.ints({0, 0, h, -1})})}, {t}), "perm", {0, 2, 1, 3});
+    return t;
+  };
+  auto shape_part = [&](const std::string& x, int64_t start, int64_t end) {
+    std::string out = e.value("dims");
+    onnx::NodeProto& sh = e.node("Shape", {x}, {out});
+    Emitter::set_int(sh, "start", start);
+    Emitter::set_int(sh, "end", end);
+    return out;
+  };
+  auto like = [&](const std::string& x, const std::string& ref) { return e.op("CastLike", {x, ref}); };
+  const std::string q4 = heads(q, qh);
+  std::string kc = heads(k, kvh), vc = heads(v, kvh);
+  if (!past_k.empty()) {
+    std::string a = e.value("present_key"), b = e.value("present_value");
+    Emitter::set_int(e.node("Concat", {past_k, kc}, {a}), "axis", 2);
+    Emitter::set_int(e.node("Concat", {past_v, vc}, {b}), "axis", 2);
+    kc = a;
+    vc = b;
+  }
+  if (n.output_size() > 1 && !n.output(1).empty()) e.node("Identity", {kc}, {n.output(1)});
+  if (n.output_size() > 2 && !n.output(2).empty()) e.node("Identity", {vc}, {n.output(2)});
+  // sqrt(scale), applied to Q and K each, in Q's type.
+  std::string root;
+  if (const auto* sc = find_attr(n, "scale"); sc && sc->f() != 0.f) {
+    root = like(e.float_scalar(static_cast<float>(std::sqrt(static_cast<double>(sc->f())))), q4);
+  } else {
+    std::string d = e.value("head_size");
+    Emitter::set_int(e.node("Cast", {shape_part(q4, 3, 4)}, {d}), "to", onnx::TensorProto::FLOAT);
+    root = like(e.op("Sqrt", {e.op("Sqrt", {e.op("Reciprocal", {d})})}), q4);
+  }
+  // Grouped queries: [B, Hkv, T, D] -> [B, Hkv, Hq/Hkv, T, D] -> [B, Hq, T, D].
+  auto repeat_heads = [&](const std::string& x) {
+    if (three_d && qh == kvh) return x;
+    const std::string hq = shape_part(q4, 1, 2), hkv = shape_part(x, 1, 2), b = shape_part(x, 0, 1),
+                      td = shape_part(x, 2, 4);
+    std::string rep = e.op("Div", {hq, hkv});
+    std::string wide = e.value("expand_to"), flat = e.value("heads_to");
+    Emitter::set_int(e.node("Concat", {b, hkv, rep, td}, {wide}), "axis", 0);
+    Emitter::set_int(e.node("Concat", {b, hq, td}, {flat}), "axis", 0);
+    std::string u = e.op("Unsqueeze", {x, e.ints({2})});
+    return e.op("Reshape", {e.op("Expand", {u, wide}), flat});
+  };
+  const std::string kr = repeat_heads(kc), vr = repeat_heads(vc);
+  std::string kt = e.value("key_t");
+  Emitter::set_ints(e.node("Transpose", {e.op("Mul", {kr, root})}, {kt}), "perm", {0, 1, 3, 2});
+  std::string qk = e.op("MatMul", {e.op("Mul", {q4, root}), kt});
+  if (softcap > 0.f) {
+    const std::string c = like(e.float_scalar(softcap), q4);
+    qk = e.op("Mul", {e.op("Tanh", {e.op("Div", {qk, c})}), c});
+  }
+  // The additive bias.
+  const std::string zero = like(e.float_scalar(0.f), q4), ninf = like(e.float_scalar(-INFINITY), q4);
+  std::string bias;
+  if (!mask.empty()) {
+    std::string m = mask_type == onnx::TensorProto::BOOL ? e.op("Where", {mask, zero, ninf}) : mask;
+    const std::string missing = e.op("Sub", {shape_part(kc, 2, 3), shape_part(m, -1, std::numeric_limits<int64_t>::max())});
+    std::string pads = e.value("pads");
+    Emitter::set_int(e.node("Concat", {e.ints({0}), missing}, {pads}), "axis", 0);
+    bias = e.op("Pad", {m, pads, like(ninf, m), e.ints({-1})});
+  }
+  const bool window = left >= 0 || right >= 0;
+  if (causal || window || !nonpad.empty()) {
+    const std::string s_len = e.op("Gather", {e.op("Shape", {q4}), e.scalar(2)});
+    const std::string t_len = e.op("Gather", {e.op("Shape", {kc}), e.scalar(2)});
+    const std::string i = e.op("Unsqueeze", {e.op("Range", {e.scalar(0), s_len, e.scalar(1)}), e.ints({1})});
+    const std::string j = e.op("Range", {e.scalar(0), t_len, e.scalar(1)});
+    std::string offset = e.scalar(0);
+    const bool per_batch = past_k.empty() && !nonpad.empty();
+    if (!past_k.empty()) offset = e.op("Gather", {e.op("Shape", {past_k}), e.scalar(2)});
+    if (per_batch) offset = e.op("Unsqueeze", {e.op("Sub", {nonpad, s_len}), e.ints({1, 2})});  // [B, 1, 1]
+    const std::string diff = e.op("Sub", {e.op("Add", {i, offset}), j});  // i + offset - j
+    auto as_bias = [&](const std::string& allowed) {
+      std::string b = e.op("Where", {allowed, zero, ninf});
+      return per_batch ? e.op("Unsqueeze", {b, e.ints({1})}) : b;  // [B, 1, S, T]
+    };
+    auto add = [&](const std::string& a, const std::string& b) { return a.empty() ? b : e.op("Add", {a, b}); };
+    if (causal) bias = add(bias, as_bias(e.op("GreaterOrEqual", {diff, e.scalar(0)})));
+    if (window) {
+      std::string allowed;
+      if (left >= 0) allowed = e.op("LessOrEqual", {diff, e.scalar(left)});
+      if (right >= 0) {
+        std::string r = e.op("GreaterOrEqual", {diff, e.scalar(-right)});
+        allowed = allowed.empty() ? r : e.op("And", {allowed, r});
+      }
+      bias = add(bias, as_bias(allowed));
+    }
+    if (!nonpad.empty()) {
+      std::string valid = e.op("Less", {j, e.op("Unsqueeze", {nonpad, e.ints({1})})});  // [B, T]
+      bias = add(bias, e.op("Unsqueeze", {e.op("Where", {valid, zero, ninf}), e.ints({1, 2})}));
+    }
+  }
+  std::string logits = bias.empty() ? qk : e.op("Add", {qk, bias});
+  std::string qk_out = mode == 2 ? logits : qk;
+  if (const auto* prec = find_attr(n, "softmax_precision"); prec && prec->i() != 0) {
+    std::string c = e.value("precise");
+    Emitter::set_int(e.node("Cast", {logits}, {c}), "to", prec->i());
+    logits = c;
+  }
+  std::string probs = e.value("probs");
+  Emitter::set_int(e.node("Softmax", {logits}, {probs}), "axis", -1);
+  if (!bias.empty()) {
+    std::string top = e.value("bias_max");
+    Emitter::set_int(e.node("ReduceMax", {bias, e.ints({-1})}, {top}), "keepdims", 1);
+    std::string masked = e.value("masked_row");
+    onnx::NodeProto& isinf = e.node("IsInf", {top}, {masked});
+    Emitter::set_int(isinf, "detect_positive", 0);
+    probs = e.op("Where", {masked, like(zero, probs), probs});
+  }
+  probs = like(probs, q4);
+  if (mode == 3) qk_out = probs;
+  if (n.output_size() > 3 && !n.output(3).empty()) e.node("CastLike", {qk_out, q4}, {n.output(3)});
+  if (!three_d) {
+    e.node("MatMul", {probs, vr}, {n.output(0)});
+  } else {
+    std::string t = e.value("y_t");
+    Emitter::set_ints(e.node("Transpose", {e.op("MatMul", {probs, vr})}, {t}), "perm", {0, 2, 1, 3});
+    e.node("Reshape", {t, e.ints({0, 0, -1})}, {n.output(0)});
+  }
+  return true;
+}
+
 struct NewerOp {
   const char* op_type;
   int64_t since;  // the default-domain opset that introduced it
-  bool (*expand)(const onnx::NodeProto&, Emitter&, std::string*);
+  bool (*expand)(const onnx::NodeProto&, Emitter&, const TypeLookup&, std::string*);
   int min_inputs, max_inputs;
 };
 
 constexpr NewerOp kNewerOps[] = {
+    {"Attention", 23, attention, 3, 7},
     {"RMSNormalization", 23, rms_normalization, 2, 2},
     {"RotaryEmbedding", 23, rotary_embedding, 3, 4},
     {"Swish", 24, swish, 1, 1},
@@ -241,7 +454,7 @@ constexpr NewerOp kNewerOps[] = {
 }  // namespace
 
 bool expand_newer_op(const onnx::NodeProto& node, int64_t opset, const std::string& prefix,
-                     std::vector<onnx::NodeProto>* out, std::string* why) {
+                     const TypeLookup& types, std::vector<onnx::NodeProto>* out, std::string* why) {
   if (!(node.domain().empty() || node.domain() == "ai.onnx")) return false;
   for (const NewerOp& op : kNewerOps) {
     if (node.op_type() != op.op_type || opset < op.since) continue;
@@ -254,7 +467,7 @@ bool expand_newer_op(const onnx::NodeProto& node, int64_t opset, const std::stri
     }
     std::vector<onnx::NodeProto> made;
     Emitter e(prefix, &made);
-    if (!op.expand(node, e, why)) return false;
+    if (!op.expand(node, e, types, why)) return false;
     for (auto& m : made) out->push_back(std::move(m));
     return true;
   }

@@ -4,7 +4,8 @@
 // (23) is cuvil::RMSNorm, Swish (24) cuvil::SiLU, SwiGLU (28) cuvil::SwiGLU (or SiLU and Mul
 // for alpha != 1), RotaryEmbedding (23) cuvil::Rotary with its caches gathered and widened to
 // the full rotated width; TensorScatter (24) is ScatterElements with indices made from its
-// write_indices. The ONNX op is thereby the canonical form the exporter idioms are
+// write_indices; Attention (23..25) is the plain ONNX ops of its reference implementation (the
+// pass fuse-attention then finds what it can fuse). The ONNX op is thereby the canonical form the exporter idioms are
 // rewritten to (passes/canonicalize.cpp). Why at import rather than in a pass: Attention and
 // SwiGLU cannot be rows of ops.def, whose enum is spelled by op_type and already holds cuvil's
 // ops of those names.
@@ -12,16 +13,27 @@
 
 #include <onnx/onnx_pb.h>
 
+#include <functional>
 #include <string>
 #include <vector>
 
 namespace cuvil::frontend {
 
+// What the model declares about a value before any inference: its ONNX elem_type (0: unknown)
+// and rank (-1: unknown).
+struct Declared {
+  int elem = 0;
+  int rank = -1;
+};
+using TypeLookup = std::function<Declared(const std::string&)>;
+
 // The nodes computing `node` (default domain, imported at default-domain opset `opset`), or
 // false when `node` is not such an op or an attribute takes it outside what cuvil computes
 // (then it stays an unsupported op; `why` says what). Names of values and nodes it makes begin
 // with `prefix`. The nodes are in the default domain (same opset) or "cuvil" (opset 1).
+// `types` says what the model declares about a value (an op whose expansion depends on a
+// dtype or rank, as Attention on its mask's, refuses when it is unknown).
 bool expand_newer_op(const onnx::NodeProto& node, int64_t opset, const std::string& prefix,
-                     std::vector<onnx::NodeProto>* out, std::string* why);
+                     const TypeLookup& types, std::vector<onnx::NodeProto>* out, std::string* why);
 
 }  // namespace cuvil::frontend

@@ -156,6 +156,35 @@ class Importer {
     }
   }
 
+  // What graph `gp` declares about value `name` before inference (for frontend/newer_ops.h):
+  // a graph input, output, value_info or initializer, or the output of a Cast (its `to`) or of
+  // an op whose result is always bool. Only newer ops whose meaning depends on a type ask.
+  static Declared declared_type(const onnx::GraphProto& gp, const std::string& name) {
+    auto from = [](const onnx::ValueInfoProto& vi) {
+      Declared d;
+      if (!vi.type().has_tensor_type()) return d;
+      d.elem = vi.type().tensor_type().elem_type();
+      if (vi.type().tensor_type().has_shape()) d.rank = vi.type().tensor_type().shape().dim_size();
+      return d;
+    };
+    for (const auto* list : {&gp.input(), &gp.value_info(), &gp.output()})
+      for (const auto& vi : *list)
+        if (vi.name() == name) return from(vi);
+    for (const auto& t : gp.initializer())
+      if (t.name() == name) return {t.data_type(), t.dims_size()};
+    static const std::set<std::string> kBoolOps = {"Equal", "Less", "LessOrEqual", "Greater", "GreaterOrEqual",
+                                                   "Not", "And", "Or", "Xor", "IsNaN", "IsInf"};
+    for (const auto& n : gp.node())
+      for (const auto& o : n.output())
+        if (o == name && (n.domain().empty() || n.domain() == "ai.onnx")) {
+          if (kBoolOps.count(n.op_type())) return {onnx::TensorProto::BOOL, -1};
+          if (n.op_type() == "Cast")
+            for (const auto& a : n.attribute())
+              if (a.name() == "to") return {static_cast<int>(a.i()), -1};
+        }
+    return {};
+  }
+
   // ---- function inlining ----
   // `call_site` names the top-level node being expanded ("node 'x' (domain::Op)"), for messages.
   // `graph_depth` is the nesting depth of the graph holding the call, `calls` the functions
@@ -165,7 +194,7 @@ class Importer {
   // file of functions calling each other twice would otherwise copy gigabytes.
   void expand(const onnx::NodeProto& node, const OpsetMap* opsets, int graph_depth,
               std::vector<std::string>& calls, std::vector<PendingNode>& out,
-              const std::string& call_site) {
+              const std::string& call_site, const TypeLookup& types) {
     std::string key = normalize_domain(node.domain()) + "::" + node.op_type();
     auto fit = functions_.find(key);
     bool builtin = op_from_name(node.domain(), node.op_type()).has_value();
@@ -176,7 +205,7 @@ class Importer {
       std::string why;
       const std::string prefix = "__" + (node.name().empty() ? node.op_type() : node.name()) + "_" +
                                  std::to_string(inline_counter_++) + "/";
-      if (def != opsets->end() && expand_newer_op(node, def->second, prefix, &made, &why)) {
+      if (def != opsets->end() && expand_newer_op(node, def->second, prefix, types, &made, &why)) {
         auto [it, fresh] = newer_op_opsets_.try_emplace(opsets, *opsets);
         if (fresh) it->second["cuvil"] = 1;
         inlined_nodes_ += static_cast<int64_t>(made.size());
@@ -230,7 +259,7 @@ class Importer {
       for (auto& o : *copy.mutable_output()) o = mapped(o);
       if (!copy.name().empty()) copy.set_name(prefix + copy.name());
       bind_attributes(copy, actual, mapped, {});
-      expand(copy, fopsets, graph_depth, calls, out, call_site);
+      expand(copy, fopsets, graph_depth, calls, out, call_site, types);
     }
     calls.pop_back();
   }
@@ -572,10 +601,11 @@ class Importer {
 
     std::vector<PendingNode> pending;
     std::vector<std::string> calls;
+    const TypeLookup types = [&gp](const std::string& name) { return declared_type(gp, name); };
     for (int i = 0; i < gp.node_size(); ++i) {
       const onnx::NodeProto& n = gp.node(i);
       expand(n, &model_opsets_, depth, calls, pending,
-             "node '" + node_label(n, static_cast<size_t>(i)) + "' (" + node_domain_op(n) + ")");
+             "node '" + node_label(n, static_cast<size_t>(i)) + "' (" + node_domain_op(n) + ")", types);
     }
     total_nodes_ += static_cast<int64_t>(pending.size());
     if (total_nodes_ > limits_.max_nodes)
