@@ -28,7 +28,9 @@ std::string input(const onnx::NodeProto& n, int i) { return i < n.input_size() ?
 // Appends nodes named and valued under one prefix.
 class Emitter {
  public:
-  Emitter(const std::string& prefix, std::vector<onnx::NodeProto>* out) : prefix_(prefix), out_(out) {}
+  Emitter(const std::string& prefix, int64_t opset, std::vector<onnx::NodeProto>* out)
+      : opset(opset), prefix_(prefix), out_(out) {}
+  const int64_t opset;  // of the default-domain nodes made
 
   onnx::NodeProto& node(const char* op, std::vector<std::string> ins, std::vector<std::string> outs,
                         const char* domain = "") {
@@ -435,6 +437,26 @@ bool attention(const onnx::NodeProto& n, Emitter& e, const TypeLookup& types, st
   return true;
 }
 
+// LpNormalization(X) (1; 22 added types): X / ||X||_p along `axis` (p 1 or 2), 0 where the
+// norm is 0 (the reference's 0/0 = 0). ReduceL1/ReduceL2 keep the axis.
+bool lp_normalization(const onnx::NodeProto& n, Emitter& e, const TypeLookup&, std::string* why) {
+  const int64_t p = attr_int(n, "p", 2), axis = attr_int(n, "axis", -1);
+  if (p != 1 && p != 2) {
+    *why = "p " + std::to_string(p) + " (must be 1 or 2)";
+    return false;
+  }
+  const std::string x = input(n, 0), norm = e.value("norm");
+  const char* reduce = p == 1 ? "ReduceL1" : "ReduceL2";
+  if (e.opset >= 18) {
+    e.node(reduce, {x, e.ints({axis})}, {norm});
+  } else {
+    Emitter::set_ints(e.node(reduce, {x}, {norm}), "axes", {axis});
+  }
+  const std::string zero = e.op("CastLike", {e.float_scalar(0.f), x});
+  e.node("Where", {e.op("Equal", {norm, zero}), zero, e.op("Div", {x, norm})}, {n.output(0)});
+  return true;
+}
+
 struct NewerOp {
   const char* op_type;
   int64_t since;  // the default-domain opset that introduced it
@@ -444,6 +466,7 @@ struct NewerOp {
 
 constexpr NewerOp kNewerOps[] = {
     {"Attention", 23, attention, 3, 7},
+    {"LpNormalization", 1, lp_normalization, 1, 1},
     {"RMSNormalization", 23, rms_normalization, 2, 2},
     {"RotaryEmbedding", 23, rotary_embedding, 3, 4},
     {"Swish", 24, swish, 1, 1},
@@ -466,7 +489,7 @@ bool expand_newer_op(const onnx::NodeProto& node, int64_t opset, const std::stri
       return false;
     }
     std::vector<onnx::NodeProto> made;
-    Emitter e(prefix, &made);
+    Emitter e(prefix, opset, &made);
     if (!op.expand(node, e, types, why)) return false;
     for (auto& m : made) out->push_back(std::move(m));
     return true;
