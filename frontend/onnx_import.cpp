@@ -407,6 +407,9 @@ class Importer {
         const auto& tt = type.tensor_type();
         if (tt.elem_type() != 0) {
           auto dt = dtype_from_onnx(tt.elem_type());
+          if (const char* newer = dt ? nullptr : newer_onnx_type_name(tt.elem_type()))
+            fail(ExitCode::kUnsupported, what, " '", v.name, "' has type ", newer, " (elem_type ",
+                 tt.elem_type(), "), which cuvil does not support");
           if (!dt) fail(ExitCode::kInvalidModel, what, " '", v.name, "' has unknown elem_type ", tt.elem_type());
           v.dtype = *dt;
         } else if (required) {

@@ -965,6 +965,25 @@ TEST_F(BadInputGraph, FieldsNewerThanTheSchemaAreRefused) {
   EXPECT_EQ(import(m4).graph->nodes.size(), 1u);
 }
 
+// Data types added after cuvil's (onnx 1.23: FLOAT4E2M1 .. INT2) are refused as unsupported,
+// named; a code no ONNX version has stays an invalid model.
+TEST_F(BadInputGraph, NewerDataTypesAreNamed) {
+  onnx::ModelProto m = test::make_relu_model();
+  m.mutable_graph()->mutable_input(0)->mutable_type()->mutable_tensor_type()->set_elem_type(23);
+  EXPECT_TRUE(FailsWith([&] { import(m); }, ExitCode::kUnsupported,
+                        {"graph input 'x' has type FLOAT4E2M1 (elem_type 23), which cuvil does not support"}));
+  onnx::ModelProto m2 = test::make_relu_model();
+  onnx::TensorProto* t = m2.mutable_graph()->add_initializer();
+  t->set_name("w");
+  t->set_data_type(26);
+  t->add_dims(1);
+  t->set_raw_data(std::string(1, '\0'));
+  EXPECT_TRUE(FailsWith([&] { import(m2); }, ExitCode::kUnsupported, {"tensor 'w': data type INT2 (26) is not supported"}));
+  onnx::ModelProto m3 = test::make_relu_model();
+  m3.mutable_graph()->mutable_input(0)->mutable_type()->mutable_tensor_type()->set_elem_type(99);
+  EXPECT_TRUE(FailsWith([&] { import(m3); }, ExitCode::kInvalidModel, {"unknown elem_type 99"}));
+}
+
 TEST_F(BadInputGraph, DefaultOpsetBeyondTheSupportedMaximum) {
   onnx::ModelProto m = test::make_relu_model(frontend::kMaxDefaultOpset + 1);
   EXPECT_TRUE(FailsWith([&] { import(m); }, ExitCode::kUnsupported,
