@@ -337,35 +337,6 @@ bool attention(const onnx::NodeProto& n, Emitter& e, const TypeLookup& types, st
   }
   if (n.output_size() > 1 && !n.output(1).empty()) e.node("Identity", {kc}, {n.output(1)});
   if (n.output_size() > 2 && !n.output(2).empty()) e.node("Identity", {vc}, {n.output(2)});
-  // sqrt(scale), applied to Q and K each, in Q's type.
-  std::string root;
-  if (const auto* sc = find_attr(n, "scale"); sc && sc->f() != 0.f) {
-    root = like(e.float_scalar(static_cast<float>(std::sqrt(static_cast<double>(sc->f())))), q4);
-  } else {
-    std::string d = e.value("head_size");
-    Emitter::set_int(e.node("Cast", {shape_part(q4, 3, 4)}, {d}), "to", onnx::TensorProto::FLOAT);
-    root = like(e.op("Sqrt", {e.op("Sqrt", {e.op("Reciprocal", {d})})}), q4);
-  }
-  // Grouped queries: [B, Hkv, T, D] -> [B, Hkv, Hq/Hkv, T, D] -> [B, Hq, T, D].
-  auto repeat_heads = [&](const std::string& x) {
-    if (three_d && qh == kvh) return x;
-    const std::string hq = shape_part(q4, 1, 2), hkv = shape_part(x, 1, 2), b = shape_part(x, 0, 1),
-                      td = shape_part(x, 2, 4);
-    std::string rep = e.op("Div", {hq, hkv});
-    std::string wide = e.value("expand_to"), flat = e.value("heads_to");
-    Emitter::set_int(e.node("Concat", {b, hkv, rep, td}, {wide}), "axis", 0);
-    Emitter::set_int(e.node("Concat", {b, hq, td}, {flat}), "axis", 0);
-    std::string u = e.op("Unsqueeze", {x, e.ints({2})});
-    return e.op("Reshape", {e.op("Expand", {u, wide}), flat});
-  };
-  const std::string kr = repeat_heads(kc), vr = repeat_heads(vc);
-  std::string kt = e.value("key_t");
-  Emitter::set_ints(e.node("Transpose", {e.op("Mul", {kr, root})}, {kt}), "perm", {0, 1, 3, 2});
-  std::string qk = e.op("MatMul", {e.op("Mul", {q4, root}), kt});
-  if (softcap > 0.f) {
-    const std::string c = like(e.float_scalar(softcap), q4);
-    qk = e.op("Mul", {e.op("Tanh", {e.op("Div", {qk, c})}), c});
-  }
   // The additive bias.
   const std::string zero = like(e.float_scalar(0.f), q4), ninf = like(e.float_scalar(-INFINITY), q4);
   std::string bias;
@@ -407,33 +378,86 @@ bool attention(const onnx::NodeProto& n, Emitter& e, const TypeLookup& types, st
       bias = add(bias, e.op("Unsqueeze", {e.op("Where", {valid, zero, ninf}), e.ints({1, 2})}));
     }
   }
+  // The guard of fully masked rows (bias all -inf): 0, where the softmax would give NaN.
+  auto masked_rows = [&]() {
+    std::string top = e.value("bias_max");
+    Emitter::set_int(e.node("ReduceMax", {bias, e.ints({-1})}, {top}), "keepdims", 1);
+    std::string masked = e.value("masked_row");
+    Emitter::set_int(e.node("IsInf", {top}, {masked}), "detect_positive", 0);
+    return masked;
+  };
+  auto finish = [&](const std::string& y4) {
+    if (!three_d) {
+      e.node("Identity", {y4}, {n.output(0)});
+      return;
+    }
+    std::string t = e.value("y_t");
+    Emitter::set_ints(e.node("Transpose", {y4}, {t}), "perm", {0, 2, 1, 3});
+    e.node("Reshape", {t, e.ints({0, 0, -1})}, {n.output(0)});
+  };
+  // cuvil::Attention computes the rest when nothing outside its contract (ir/fused_ops.h) is
+  // asked for: no softcap, no qk_matmul_output, softmax in the input's float32. Its scale
+  // (0: 1/sqrt(D)) multiplies QK^T once where the reference scales Q and K by sqrt(scale) each
+  // (equal up to rounding); its grouped-query heads are the reference's repeat; the causal rule,
+  // whose offset differs from cuvil's end alignment when the new keys outnumber the queries, is
+  // in the bias, passed as its float mask.
+  const auto* prec = find_attr(n, "softmax_precision");
+  const bool fused = softcap == 0.f && !(n.output_size() > 3 && !n.output(3).empty()) &&
+                     (!prec || prec->i() == 0 || prec->i() == onnx::TensorProto::FLOAT) &&
+                     types(q).elem == onnx::TensorProto::FLOAT;
+  if (fused) {
+    std::vector<std::string> ins = {q4, kc, vc};
+    if (!bias.empty()) ins.push_back(bias);
+    std::string y4 = e.value("attention");
+    onnx::NodeProto& a = e.node("Attention", ins, {y4}, "cuvil");
+    if (const auto* sc = find_attr(n, "scale"); sc && sc->f() != 0.f) Emitter::set_float(a, "scale", sc->f());
+    if (!bias.empty()) y4 = e.op("Where", {masked_rows(), zero, y4});
+    finish(y4);
+    return true;
+  }
+  // sqrt(scale), applied to Q and K each, in Q's type.
+  std::string root;
+  if (const auto* sc = find_attr(n, "scale"); sc && sc->f() != 0.f) {
+    root = like(e.float_scalar(static_cast<float>(std::sqrt(static_cast<double>(sc->f())))), q4);
+  } else {
+    std::string d = e.value("head_size");
+    Emitter::set_int(e.node("Cast", {shape_part(q4, 3, 4)}, {d}), "to", onnx::TensorProto::FLOAT);
+    root = like(e.op("Sqrt", {e.op("Sqrt", {e.op("Reciprocal", {d})})}), q4);
+  }
+  // Grouped queries: [B, Hkv, T, D] -> [B, Hkv, Hq/Hkv, T, D] -> [B, Hq, T, D].
+  auto repeat_heads = [&](const std::string& x) {
+    if (three_d && qh == kvh) return x;
+    const std::string hq = shape_part(q4, 1, 2), hkv = shape_part(x, 1, 2), b = shape_part(x, 0, 1),
+                      td = shape_part(x, 2, 4);
+    std::string rep = e.op("Div", {hq, hkv});
+    std::string wide = e.value("expand_to"), flat = e.value("heads_to");
+    Emitter::set_int(e.node("Concat", {b, hkv, rep, td}, {wide}), "axis", 0);
+    Emitter::set_int(e.node("Concat", {b, hq, td}, {flat}), "axis", 0);
+    std::string u = e.op("Unsqueeze", {x, e.ints({2})});
+    return e.op("Reshape", {e.op("Expand", {u, wide}), flat});
+  };
+  const std::string kr = repeat_heads(kc), vr = repeat_heads(vc);
+  std::string kt = e.value("key_t");
+  Emitter::set_ints(e.node("Transpose", {e.op("Mul", {kr, root})}, {kt}), "perm", {0, 1, 3, 2});
+  std::string qk = e.op("MatMul", {e.op("Mul", {q4, root}), kt});
+  if (softcap > 0.f) {
+    const std::string c = like(e.float_scalar(softcap), q4);
+    qk = e.op("Mul", {e.op("Tanh", {e.op("Div", {qk, c})}), c});
+  }
   std::string logits = bias.empty() ? qk : e.op("Add", {qk, bias});
   std::string qk_out = mode == 2 ? logits : qk;
-  if (const auto* prec = find_attr(n, "softmax_precision"); prec && prec->i() != 0) {
+  if (prec && prec->i() != 0) {
     std::string c = e.value("precise");
     Emitter::set_int(e.node("Cast", {logits}, {c}), "to", prec->i());
     logits = c;
   }
   std::string probs = e.value("probs");
   Emitter::set_int(e.node("Softmax", {logits}, {probs}), "axis", -1);
-  if (!bias.empty()) {
-    std::string top = e.value("bias_max");
-    Emitter::set_int(e.node("ReduceMax", {bias, e.ints({-1})}, {top}), "keepdims", 1);
-    std::string masked = e.value("masked_row");
-    onnx::NodeProto& isinf = e.node("IsInf", {top}, {masked});
-    Emitter::set_int(isinf, "detect_positive", 0);
-    probs = e.op("Where", {masked, like(zero, probs), probs});
-  }
+  if (!bias.empty()) probs = e.op("Where", {masked_rows(), like(zero, probs), probs});
   probs = like(probs, q4);
   if (mode == 3) qk_out = probs;
   if (n.output_size() > 3 && !n.output(3).empty()) e.node("CastLike", {qk_out, q4}, {n.output(3)});
-  if (!three_d) {
-    e.node("MatMul", {probs, vr}, {n.output(0)});
-  } else {
-    std::string t = e.value("y_t");
-    Emitter::set_ints(e.node("Transpose", {e.op("MatMul", {probs, vr})}, {t}), "perm", {0, 2, 1, 3});
-    e.node("Reshape", {t, e.ints({0, 0, -1})}, {n.output(0)});
-  }
+  finish(e.op("MatMul", {probs, vr}));
   return true;
 }
 

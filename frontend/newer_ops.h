@@ -4,8 +4,8 @@
 // (23) is cuvil::RMSNorm, Swish (24) cuvil::SiLU, SwiGLU (28) cuvil::SwiGLU (or SiLU and Mul
 // for alpha != 1), RotaryEmbedding (23) cuvil::Rotary with its caches gathered and widened to
 // the full rotated width; TensorScatter (24) is ScatterElements with indices made from its
-// write_indices; Attention (23..25) is the plain ONNX ops of its reference implementation (the
-// pass fuse-attention then finds what it can fuse). LpNormalization (opset 1, no kernel of its
+// write_indices; Attention (23..25) is cuvil::Attention where its contract fits (declared
+// float32, no softcap or qk_matmul_output), else the plain ONNX ops of its reference. LpNormalization (opset 1, no kernel of its
 // own) is ReduceL1/ReduceL2 and Div. The ONNX op is thereby the canonical form the exporter idioms are
 // rewritten to (passes/canonicalize.cpp). Why at import rather than in a pass: Attention and
 // SwiGLU cannot be rows of ops.def, whose enum is spelled by op_type and already holds cuvil's

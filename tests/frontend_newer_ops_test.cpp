@@ -72,6 +72,34 @@ TEST(FrontendNewerOps, AttributesOutsideCuvilAreRefused) {
                               {"node 'rope' (RotaryEmbedding)", "3 to 4 inputs"}));
 }
 
+// Attention of declared float32 inputs without softcap or qk_matmul_output is one
+// cuvil::Attention (the causal rule and the mask in its float mask); softcap takes the plain ops
+// of the reference; a mask whose type the model does not say is refused.
+TEST(FrontendNewerOps, AttentionBecomesCuvilAttentionWhereItFits) {
+  auto model = [](bool softcap, bool declare_mask) {
+    onnx::ModelProto m = test::make_model(23, 10);
+    auto* g = m.mutable_graph();
+    for (const char* name : {"q", "k", "v"}) add_input(g, name, onnx::TensorProto::FLOAT, {1, 2, 3, 4});
+    if (declare_mask) add_input(g, "mask", onnx::TensorProto::BOOL, {3, 3});
+    else add_node(g, "Identity", {"m0"}, {"mask"}, "opaque"), add_input(g, "m0", onnx::TensorProto::BOOL, {3, 3});
+    auto* n = add_node(g, "Attention", {"q", "k", "v", "mask"}, {"y"}, "attn");
+    test::set_attr_int(n, "is_causal", 1);
+    if (softcap) test::set_attr_float(n, "softcap", 2.f);
+    add_output(g, "y", onnx::TensorProto::FLOAT, {1, 2, 3, 4});
+    return m;
+  };
+  Model fused = import(model(false, true));
+  ASSERT_EQ(nodes_of(fused, OpKind::Attention).size(), 1u);
+  EXPECT_EQ(nodes_of(fused, OpKind::Attention)[0]->attr_int("is_causal", 0), 0);
+  EXPECT_EQ(nodes_of(fused, OpKind::Attention)[0]->inputs.size(), 4u);  // the bias as its mask
+  Model plain = import(model(true, true));
+  EXPECT_TRUE(nodes_of(plain, OpKind::Attention).empty());
+  EXPECT_EQ(nodes_of(plain, OpKind::Softmax).size(), 1u);
+  EXPECT_EQ(nodes_of(plain, OpKind::Tanh).size(), 1u);
+  EXPECT_TRUE(test::FailsWith([&] { import(model(false, false)); }, ExitCode::kUnsupported,
+                              {"node 'attn' (Attention)", "the type of attn_mask 'mask' is not declared"}));
+}
+
 // Scalar transcription of the ONNX reference on [B, S, H, D] data (x_bshd), caches [B, S, r/2].
 std::vector<float> rope_reference(const std::vector<float>& x, int64_t B, int64_t S, int64_t H, int64_t D,
                                   const std::vector<float>& cos, const std::vector<float>& sin, int64_t r,
