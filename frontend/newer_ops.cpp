@@ -161,7 +161,7 @@ bool swiglu(const onnx::NodeProto& n, Emitter& e, const TypeLookup& types, std::
 // width: the cache rows are repeated (halves: concatenated; neighbours: each entry twice) and get
 // a heads axis of 1 ([B, 1, S, r] for 4-D X; for 3-D X the heads are split off as [B, S, H, D]
 // and the caches are [B, S, 1, r]).
-bool rotary_embedding(const onnx::NodeProto& n, Emitter& e, const TypeLookup&, std::string* why) {
+bool rotary_embedding(const onnx::NodeProto& n, Emitter& e, const TypeLookup& types, std::string* why) {
   const int64_t interleaved = attr_int(n, "interleaved", 0);
   const int64_t heads = attr_int(n, "num_heads", 0);
   const int64_t rdim = attr_int(n, "rotary_embedding_dim", 0);
@@ -175,10 +175,15 @@ bool rotary_embedding(const onnx::NodeProto& n, Emitter& e, const TypeLookup&, s
     return false;
   }
   const std::string x = input(n, 0), pos = input(n, 3);
-  // With num_heads the input is taken as 3-D; ONNX requires num_heads for 3-D inputs and
-  // ignores it for 4-D ones, which the importer cannot tell apart without ranks: a 4-D input
-  // with num_heads fails the Reshape's shape check at run time rather than being misread.
-  const bool three_d = heads > 0;
+  // ONNX requires num_heads for 3-D inputs and ignores it for 4-D ones: the declared rank
+  // decides; undeclared, num_heads means 3-D (a 4-D input then fails the Reshape's shape check
+  // at run time rather than being misread).
+  const Declared dx = types(input(n, 0));
+  const bool three_d = dx.rank >= 0 ? dx.rank == 3 : heads > 0;
+  if (three_d && heads == 0) {
+    *why = "a 3-D input needs num_heads";
+    return false;
+  }
   std::string caches[2];
   for (int k = 0; k < 2; ++k) {
     std::string c = input(n, 1 + k);
