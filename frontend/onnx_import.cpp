@@ -157,9 +157,12 @@ class Importer {
   }
 
   // What graph `gp` declares about value `name` before inference (for frontend/newer_ops.h):
-  // a graph input, output, value_info or initializer, or the output of a Cast (its `to`) or of
-  // an op whose result is always bool. Only newer ops whose meaning depends on a type ask.
-  static Declared declared_type(const onnx::GraphProto& gp, const std::string& name) {
+  // a graph input, output, value_info or initializer; the output of a Cast (its `to`) or of an
+  // op whose result is always bool; or, through up to 32 producers whose output has their
+  // first input's type (MatMul, Add, Reshape, Transpose, ...: the projections before an
+  // Attention), what that input declares. Only newer ops whose meaning or fused form depends
+  // on a type ask.
+  static Declared declared_type(const onnx::GraphProto& gp, const std::string& name, int depth = 0) {
     auto from = [](const onnx::ValueInfoProto& vi) {
       Declared d;
       if (!vi.type().has_tensor_type()) return d;
@@ -174,6 +177,11 @@ class Importer {
       if (t.name() == name) return {t.data_type(), t.dims_size()};
     static const std::set<std::string> kBoolOps = {"Equal", "Less", "LessOrEqual", "Greater", "GreaterOrEqual",
                                                    "Not", "And", "Or", "Xor", "IsNaN", "IsInf"};
+    // Ops whose output has input 0's element type (the rank may differ).
+    static const std::set<std::string> kSameType = {
+        "Add", "Sub", "Mul", "Div", "MatMul", "Gemm", "Transpose", "Reshape", "Squeeze", "Unsqueeze",
+        "Slice", "Gather", "Concat", "Split", "Identity", "Neg", "Relu", "Softmax", "Sigmoid", "Tanh",
+        "LayerNormalization", "RMSNormalization", "RotaryEmbedding", "Expand", "Flatten", "Pad"};
     for (const auto& n : gp.node())
       for (const auto& o : n.output())
         if (o == name && (n.domain().empty() || n.domain() == "ai.onnx")) {
@@ -181,6 +189,9 @@ class Importer {
           if (n.op_type() == "Cast")
             for (const auto& a : n.attribute())
               if (a.name() == "to") return {static_cast<int>(a.i()), -1};
+          if (kSameType.count(n.op_type()) && n.input_size() > 0 && depth < 32)
+            return {declared_type(gp, n.input(0), depth + 1).elem, -1};
+          return {};
         }
     return {};
   }

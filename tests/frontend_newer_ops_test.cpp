@@ -79,9 +79,14 @@ TEST(FrontendNewerOps, AttentionBecomesCuvilAttentionWhereItFits) {
   auto model = [](bool softcap, bool declare_mask) {
     onnx::ModelProto m = test::make_model(23, 10);
     auto* g = m.mutable_graph();
-    for (const char* name : {"q", "k", "v"}) add_input(g, name, onnx::TensorProto::FLOAT, {1, 2, 3, 4});
-    if (declare_mask) add_input(g, "mask", onnx::TensorProto::BOOL, {3, 3});
-    else add_node(g, "Identity", {"m0"}, {"mask"}, "opaque"), add_input(g, "m0", onnx::TensorProto::BOOL, {3, 3});
+    for (const char* name : {"x", "k", "v"}) add_input(g, name, onnx::TensorProto::FLOAT, {1, 2, 3, 4});
+    add_node(g, "Transpose", {"x"}, {"q"}, "q_from_x");  // the type follows the producer chain
+    if (declare_mask) {
+      add_input(g, "mask", onnx::TensorProto::BOOL, {3, 3});
+    } else {  // Where's output type is its second input's: not followed
+      add_input(g, "c", onnx::TensorProto::BOOL, {3, 3});
+      add_node(g, "Where", {"c", "c", "c"}, {"mask"}, "opaque");
+    }
     auto* n = add_node(g, "Attention", {"q", "k", "v", "mask"}, {"y"}, "attn");
     test::set_attr_int(n, "is_causal", 1);
     if (softcap) test::set_attr_float(n, "softcap", 2.f);
