@@ -1,4 +1,4 @@
-// ONNX ops of opsets 23..28 as cuvil's fused ops at import (see newer_ops.h). Each expansion is
+// ONNX ops of opsets 23..28 (and LpNormalization) expanded at import (see newer_ops.h). Each expansion is
 // checked against the ONNX reference implementation (onnx/reference/ops/op_*.py of onnx 1.23)
 // by the wheel's node cases (ConformanceWheel) and by tests/frontend_newer_ops_test.cpp.
 #include "frontend/newer_ops.h"

@@ -47,6 +47,8 @@ const char* newer_onnx_type_name(int32_t code) {
     case 24: return "FLOAT8E8M0";
     case 25: return "UINT2";
     case 26: return "INT2";
+    case 27: return "FLOAT6E2M3";
+    case 28: return "FLOAT6E3M2";
     default: return nullptr;
   }
 }

@@ -443,7 +443,8 @@ TEST_F(BadInputTensorProto, DataTypeUndefined) {
 }
 
 TEST_F(BadInputTensorProto, DataTypeUnknown) {
-  for (int32_t code : {99, 23, -1}) {
+  // Codes no ONNX version has (23..28 are onnx 1.23's newer types: BadInputGraph.NewerDataTypesAreNamed).
+  for (int32_t code : {99, 29, -1}) {
     Tp t = tensor(Tp::FLOAT, {4});
     t.set_data_type(code);
     t.set_raw_data(weight_bytes());
@@ -965,7 +966,7 @@ TEST_F(BadInputGraph, FieldsNewerThanTheSchemaAreRefused) {
   EXPECT_EQ(import(m4).graph->nodes.size(), 1u);
 }
 
-// Data types added after cuvil's (onnx 1.23: FLOAT4E2M1 .. INT2) are refused as unsupported,
+// Data types added after cuvil's (onnx 1.23: FLOAT4E2M1 .. FLOAT6E3M2) are refused as unsupported,
 // named; a code no ONNX version has stays an invalid model.
 TEST_F(BadInputGraph, NewerDataTypesAreNamed) {
   onnx::ModelProto m = test::make_relu_model();
@@ -980,6 +981,8 @@ TEST_F(BadInputGraph, NewerDataTypesAreNamed) {
   t->set_raw_data(std::string(1, '\0'));
   EXPECT_TRUE(FailsWith([&] { import(m2); }, ExitCode::kUnsupported, {"tensor 'w': data type INT2 (26) is not supported"}));
   onnx::ModelProto m3 = test::make_relu_model();
+  m3.mutable_graph()->mutable_input(0)->mutable_type()->mutable_tensor_type()->set_elem_type(28);
+  EXPECT_TRUE(FailsWith([&] { import(m3); }, ExitCode::kUnsupported, {"FLOAT6E3M2 (elem_type 28)"}));
   m3.mutable_graph()->mutable_input(0)->mutable_type()->mutable_tensor_type()->set_elem_type(99);
   EXPECT_TRUE(FailsWith([&] { import(m3); }, ExitCode::kInvalidModel, {"unknown elem_type 99"}));
 }
