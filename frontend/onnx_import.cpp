@@ -98,10 +98,11 @@ class Importer {
   // The frontend is compiled against Debian's onnx 1.12 schema (IR 8). Fields the schema gained
   // later (NodeProto.overload, FunctionProto.attribute_proto, ...) parse as unknown fields; read
   // as if absent they would silently change the model, so any unknown field on any message is
-  // refused, naming it. The one exception is metadata_props (added to ValueInfoProto,
-  // NodeProto, GraphProto and TensorProto after IR 8): free-form annotations without semantics
-  // that torch 2.x's exporter writes on every node; cuvil never reads ModelProto's own
-  // metadata_props either. `parent`/`field`/`index` spell the path to `msg` for the message
+  // refused, naming it. Two exceptions carry no meaning for the computation: metadata_props
+  // (added to ValueInfoProto, NodeProto, GraphProto, TensorProto and FunctionProto after IR 8),
+  // free-form annotations that torch 2.x's exporter writes on every node (cuvil never reads
+  // ModelProto's own either), and FunctionProto.value_info, type annotations of a function's
+  // values that shape inference derives anyway (as it does for an inlined body without them). `parent`/`field`/`index` spell the path to `msg` for the message
   // (built only on failure: models have many messages).
   struct FieldPath {
     const FieldPath* parent;
@@ -137,7 +138,9 @@ class Importer {
     for (int i = 0; i < unknown.field_count(); ++i) {
       const int number = unknown.field(i).number();
       const char* name = newer_field_name(type, number);
-      if (name && std::strcmp(name, "metadata_props") == 0) continue;
+      if (name && (std::strcmp(name, "metadata_props") == 0 ||
+                   (type == "onnx.FunctionProto" && std::strcmp(name, "value_info") == 0)))
+        continue;
       fail(ExitCode::kUnsupported, display_, ": ", path_text(&here), " (", type, ") has field ", number,
            name ? std::string(" '") + name + "', added to ONNX after IR 8," : std::string(),
            " which cuvil's ONNX schema (onnx 1.12, IR 8) does not know; refusing the model rather than "

@@ -934,8 +934,8 @@ TEST_F(BadInputGraph, IrVersionBeyondTheSupportedMaximum) {
 }
 
 // Fields onnx.proto gained after IR 8 arrive as unknown fields of cuvil's (onnx 1.12) schema:
-// refused, naming the field, its message and where it is, rather than dropped; metadata_props,
-// annotations without semantics, pass.
+// refused, naming the field, its message and where it is, rather than dropped; metadata_props
+// and a function's value_info, annotations without meaning for the computation, pass.
 TEST_F(BadInputGraph, FieldsNewerThanTheSchemaAreRefused) {
   onnx::ModelProto m = test::make_relu_model();
   m.mutable_graph()->mutable_node(0)->mutable_unknown_fields()->AddLengthDelimited(8, "v2");
@@ -964,6 +964,15 @@ TEST_F(BadInputGraph, FieldsNewerThanTheSchemaAreRefused) {
   m4.mutable_graph()->mutable_input(0)->mutable_unknown_fields()->AddLengthDelimited(4, entry.SerializeAsString());
   m4.mutable_graph()->mutable_unknown_fields()->AddLengthDelimited(16, entry.SerializeAsString());
   EXPECT_EQ(import(m4).graph->nodes.size(), 1u);
+  // A function's value_info (types only): accepted too.
+  onnx::ModelProto m5 = test::make_relu_model();
+  auto* f5 = m5.add_functions();
+  f5->set_name("f");
+  f5->set_domain("local");
+  onnx::ValueInfoProto vi;
+  vi.set_name("t");
+  f5->mutable_unknown_fields()->AddLengthDelimited(12, vi.SerializeAsString());
+  EXPECT_EQ(import(m5).graph->nodes.size(), 1u);
 }
 
 // Data types added after cuvil's (onnx 1.23: FLOAT4E2M1 .. FLOAT6E3M2) are refused as unsupported,
