@@ -99,12 +99,36 @@ class Emitter {
   int count_ = 0;
 };
 
+// The fused kernels are float32 ones (runtime/cpu/ops/fused_pointwise.cpp): a declared other
+// type takes the plain form.
+bool declared_not_float(const TypeLookup& types, const std::string& x) {
+  const int elem = types(x).elem;
+  return elem != 0 && elem != onnx::TensorProto::FLOAT;
+}
+
 // Y = X / sqrt(mean(X^2 over [axis, rank)) + epsilon) * scale, in float (stash_type 1): exactly
-// cuvil::RMSNorm.
-bool rms_normalization(const onnx::NodeProto& n, Emitter& e, const TypeLookup&, std::string* why) {
+// cuvil::RMSNorm; for a declared type other than float32 the same in plain ops (X cast to float
+// and the result back), when the normalised axes are known (a negative axis, or a declared rank).
+bool rms_normalization(const onnx::NodeProto& n, Emitter& e, const TypeLookup& types, std::string* why) {
   if (attr_int(n, "stash_type", 1) != 1) {
     *why = "stash_type " + std::to_string(attr_int(n, "stash_type", 1)) + " (only 1, float, is supported)";
     return false;
+  }
+  const std::string x = input(n, 0);
+  const int64_t axis = attr_int(n, "axis", -1), rank = types(x).rank;
+  if (declared_not_float(types, x) && (axis < 0 || rank >= 0)) {
+    std::vector<int64_t> axes;
+    for (int64_t a = axis; a < (axis < 0 ? 0 : rank); ++a) axes.push_back(a);
+    auto to_float = [&](const std::string& v) {
+      std::string f = e.value("f32");
+      Emitter::set_int(e.node("Cast", {v}, {f}), "to", onnx::TensorProto::FLOAT);
+      return f;
+    };
+    const std::string xf = to_float(x);
+    const std::string mean = e.op("ReduceMean", {e.op("Mul", {xf, xf}), e.ints(axes)});
+    const std::string inv = e.op("Reciprocal", {e.op("Sqrt", {e.op("Add", {mean, e.float_scalar(attr_float(n, "epsilon", 1e-5f))})})});
+    e.node("CastLike", {e.op("Mul", {e.op("Mul", {xf, inv}), to_float(input(n, 1))}), x}, {n.output(0)});
+    return true;
   }
   onnx::NodeProto& r = e.node("RMSNorm", {input(n, 0), input(n, 1)}, {n.output(0)}, "cuvil");
   Emitter::set_int(r, "axis", attr_int(n, "axis", -1));
@@ -116,12 +140,6 @@ bool rms_normalization(const onnx::NodeProto& n, Emitter& e, const TypeLookup&, 
 std::string plain_swish(Emitter& e, const std::string& x, float alpha) {
   const std::string a = e.op("CastLike", {e.float_scalar(alpha), x});
   return e.op("Mul", {x, e.op("Sigmoid", {e.op("Mul", {x, a})})});
-}
-// The fused kernels are float32 ones (runtime/cpu/ops/fused_pointwise.cpp): a declared other
-// type takes the plain form.
-bool declared_not_float(const TypeLookup& types, const std::string& x) {
-  const int elem = types(x).elem;
-  return elem != 0 && elem != onnx::TensorProto::FLOAT;
 }
 
 // Y = X * sigmoid(alpha * X): cuvil::SiLU.
@@ -202,14 +220,31 @@ bool rotary_embedding(const onnx::NodeProto& n, Emitter& e, const TypeLookup& ty
   }
   std::string xs = three_d ? e.op("Reshape", {x, e.ints({0, 0, heads, -1})}) : x;
   std::string y = three_d ? e.value("rotated") : n.output(0);
+  // cuvil::Rotary, or for a declared type other than float32 its definition in plain ops:
+  // x * cos + rotate(x) * sin, rotate pairing halves (-x2, x1) or neighbours (-x[2i+1], x[2i]).
+  const bool plain = declared_not_float(types, x);
+  auto rotary = [&](const std::string& in, const std::string& out) {
+    if (!plain) {
+      Emitter::set_int(e.node("Rotary", {in, caches[0], caches[1]}, {out}, "cuvil"), "interleaved", interleaved);
+      return;
+    }
+    std::string src = interleaved ? e.op("Reshape", {in, e.ints({0, 0, 0, -1, 2})}) : in;  // pairs last
+    std::string first = e.value("first"), second = e.value("second"), turned = e.value("turned");
+    onnx::NodeProto& split = e.node("Split", {src}, {first, second});
+    Emitter::set_int(split, "axis", -1);
+    Emitter::set_int(split, "num_outputs", 2);
+    Emitter::set_int(e.node("Concat", {e.op("Neg", {second}), first}, {turned}), "axis", -1);
+    if (interleaved) turned = e.op("Reshape", {turned, e.ints({0, 0, 0, -1})});
+    e.node("Add", {e.op("Mul", {in, caches[0]}), e.op("Mul", {turned, caches[1]})}, {out});
+  };
   if (rdim == 0) {
-    Emitter::set_int(e.node("Rotary", {xs, caches[0], caches[1]}, {y}, "cuvil"), "interleaved", interleaved);
+    rotary(xs, y);
   } else {
     const std::string axis = e.ints({-1});
     std::string head = e.op("Slice", {xs, e.ints({0}), e.ints({rdim}), axis});
     std::string tail = e.op("Slice", {xs, e.ints({rdim}), e.ints({std::numeric_limits<int64_t>::max()}), axis});
     std::string turned = e.value("turned");
-    Emitter::set_int(e.node("Rotary", {head, caches[0], caches[1]}, {turned}, "cuvil"), "interleaved", interleaved);
+    rotary(head, turned);
     Emitter::set_int(e.node("Concat", {turned, tail}, {y}), "axis", -1);
   }
   if (three_d) e.node("Reshape", {y, e.ints({0, 0, -1})}, {n.output(0)});

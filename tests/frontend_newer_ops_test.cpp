@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <list>
 
 #include "onnx_builder.h"
 #include "runtime_harness.h"
@@ -126,49 +127,104 @@ std::vector<float> rope_reference(const std::vector<float>& x, int64_t B, int64_
   return y;
 }
 
-// 3-D input with num_heads, a partial rotary width and position ids, both pairings.
+// Binds a float or double input from float values. The session borrows the data until the
+// run: the double copies live in `keep`.
+cuvil_status set_input(cuvil_session* s, const char* name, bool dbl, const std::vector<int64_t>& dims,
+                       const std::vector<float>& v, std::list<std::vector<double>>& keep) {
+  if (!dbl) return test::set_f32(s, name, dims, v);
+  const std::vector<double>& d = keep.emplace_back(v.begin(), v.end());
+  return cuvil_session_set_input(s, name, 11, static_cast<int32_t>(dims.size()), dims.data(), d.data(),
+                                 d.size() * sizeof(double));
+}
+std::vector<double> output_values(cuvil_session* s, bool dbl, std::vector<int64_t>* dims) {
+  if (dbl) return test::output<double>(s, 0, dims);
+  std::vector<float> f = test::output<float>(s, 0, dims);
+  return std::vector<double>(f.begin(), f.end());
+}
+
+// 3-D input with num_heads, a partial rotary width and position ids, both pairings; float32
+// (cuvil::Rotary) and double (the plain ops).
 TEST(FrontendNewerOps, RotaryEmbeddingMatchesTheOnnxReference) {
   const int64_t B = 2, S = 3, H = 2, D = 8, r = 4, P = 5;
-  for (int interleaved = 0; interleaved < 2; ++interleaved) {
-    SCOPED_TRACE(interleaved ? "interleaved" : "halves");
+  for (int dbl = 0; dbl < 2; ++dbl)
+    for (int interleaved = 0; interleaved < 2; ++interleaved) {
+      SCOPED_TRACE(std::string(interleaved ? "interleaved" : "halves") + (dbl ? " double" : " float"));
+      const int32_t type = dbl ? onnx::TensorProto::DOUBLE : onnx::TensorProto::FLOAT;
+      onnx::ModelProto m = test::make_model(23, 10);
+      auto* g = m.mutable_graph();
+      add_input(g, "x", type, {B, S, H * D});
+      add_input(g, "cos", type, {P, r / 2});
+      add_input(g, "sin", type, {P, r / 2});
+      add_input(g, "pos", onnx::TensorProto::INT64, {B, S});
+      auto* n = add_node(g, "RotaryEmbedding", {"x", "cos", "sin", "pos"}, {"y"}, "rope");
+      test::set_attr_int(n, "num_heads", H);
+      test::set_attr_int(n, "rotary_embedding_dim", r);
+      test::set_attr_int(n, "interleaved", interleaved);
+      add_output(g, "y", type, {B, S, H * D});
+      EXPECT_EQ(nodes_of(import(m), OpKind::Rotary).size(), dbl ? 0u : 1u);
+      std::vector<float> x(B * S * H * D), cos(P * r / 2), sin(P * r / 2);
+      for (size_t i = 0; i < x.size(); ++i) x[i] = std::sin(0.37f * static_cast<float>(i)) * 2.f;
+      for (size_t i = 0; i < cos.size(); ++i) {
+        cos[i] = std::cos(0.5f * static_cast<float>(i));
+        sin[i] = std::sin(0.5f * static_cast<float>(i));
+      }
+      const std::vector<int64_t> pos = {0, 1, 2, 4, 3, 1};
+      std::vector<float> cg, sg;  // the caches gathered by pos: [B, S, r/2]
+      for (int64_t p : pos)
+        for (int64_t i = 0; i < r / 2; ++i) {
+          cg.push_back(cos[static_cast<size_t>(p * (r / 2) + i)]);
+          sg.push_back(sin[static_cast<size_t>(p * (r / 2) + i)]);
+        }
+      auto model = test::load(test::compile(m));
+      auto session = test::open_session(model.get());
+      std::list<std::vector<double>> keep;
+      ASSERT_TRUE(test::Ok(set_input(session.get(), "x", dbl, {B, S, H * D}, x, keep)));
+      ASSERT_TRUE(test::Ok(set_input(session.get(), "cos", dbl, {P, r / 2}, cos, keep)));
+      ASSERT_TRUE(test::Ok(set_input(session.get(), "sin", dbl, {P, r / 2}, sin, keep)));
+      ASSERT_TRUE(test::Ok(cuvil_session_set_input(session.get(), "pos", test::kI64, 2,
+                                                   std::vector<int64_t>{B, S}.data(), pos.data(),
+                                                   pos.size() * sizeof(int64_t))));
+      ASSERT_TRUE(test::Ok(cuvil_session_run(session.get())));
+      std::vector<int64_t> dims;
+      std::vector<double> y = output_values(session.get(), dbl, &dims);
+      EXPECT_EQ(dims, (std::vector<int64_t>{B, S, H * D}));
+      std::vector<float> want = rope_reference(x, B, S, H, D, cg, sg, r, interleaved == 1);
+      ASSERT_EQ(y.size(), want.size());
+      for (size_t i = 0; i < y.size(); ++i) EXPECT_NEAR(y[i], want[i], 1e-5) << "element " << i;
+    }
+}
+
+// RMSNormalization over the last two axes: float32 (cuvil::RMSNorm) and double (plain ops).
+TEST(FrontendNewerOps, RmsNormalizationMatchesTheOnnxReference) {
+  const std::vector<float> x = {1, -2, 3, 0.5f, 4, -1, 2, 2, -3, 1, 0, 6};  // [2, 2, 3]
+  const std::vector<float> scale = {0.5f, 1, 2, -1, 1.5f, 3};             // [2, 3]
+  for (int dbl = 0; dbl < 2; ++dbl) {
+    SCOPED_TRACE(dbl ? "double" : "float");
+    const int32_t type = dbl ? onnx::TensorProto::DOUBLE : onnx::TensorProto::FLOAT;
     onnx::ModelProto m = test::make_model(23, 10);
     auto* g = m.mutable_graph();
-    add_input(g, "x", onnx::TensorProto::FLOAT, {B, S, H * D});
-    add_input(g, "cos", onnx::TensorProto::FLOAT, {P, r / 2});
-    add_input(g, "sin", onnx::TensorProto::FLOAT, {P, r / 2});
-    add_input(g, "pos", onnx::TensorProto::INT64, {B, S});
-    auto* n = add_node(g, "RotaryEmbedding", {"x", "cos", "sin", "pos"}, {"y"}, "rope");
-    test::set_attr_int(n, "num_heads", H);
-    test::set_attr_int(n, "rotary_embedding_dim", r);
-    test::set_attr_int(n, "interleaved", interleaved);
-    add_output(g, "y", onnx::TensorProto::FLOAT, {B, S, H * D});
-    std::vector<float> x(B * S * H * D), cos(P * r / 2), sin(P * r / 2);
-    for (size_t i = 0; i < x.size(); ++i) x[i] = std::sin(0.37f * static_cast<float>(i)) * 2.f;
-    for (size_t i = 0; i < cos.size(); ++i) {
-      cos[i] = std::cos(0.5f * static_cast<float>(i));
-      sin[i] = std::sin(0.5f * static_cast<float>(i));
-    }
-    const std::vector<int64_t> pos = {0, 1, 2, 4, 3, 1};
-    std::vector<float> cg, sg;  // the caches gathered by pos: [B, S, r/2]
-    for (int64_t p : pos)
-      for (int64_t i = 0; i < r / 2; ++i) {
-        cg.push_back(cos[static_cast<size_t>(p * (r / 2) + i)]);
-        sg.push_back(sin[static_cast<size_t>(p * (r / 2) + i)]);
-      }
+    add_input(g, "x", type, {2, 2, 3});
+    add_input(g, "s", type, {2, 3});
+    auto* n = add_node(g, "RMSNormalization", {"x", "s"}, {"y"}, "rms");
+    test::set_attr_int(n, "axis", -2);
+    test::set_attr_float(n, "epsilon", 0.25f);
+    add_output(g, "y", type, {2, 2, 3});
+    EXPECT_EQ(nodes_of(import(m), OpKind::RMSNorm).size(), dbl ? 0u : 1u);
     auto model = test::load(test::compile(m));
     auto session = test::open_session(model.get());
-    ASSERT_TRUE(test::Ok(test::set_f32(session.get(), "x", {B, S, H * D}, x)));
-    ASSERT_TRUE(test::Ok(test::set_f32(session.get(), "cos", {P, r / 2}, cos)));
-    ASSERT_TRUE(test::Ok(test::set_f32(session.get(), "sin", {P, r / 2}, sin)));
-    ASSERT_TRUE(test::Ok(cuvil_session_set_input(session.get(), "pos", test::kI64, 2, std::vector<int64_t>{B, S}.data(),
-                                                 pos.data(), pos.size() * sizeof(int64_t))));
+    std::list<std::vector<double>> keep;
+    ASSERT_TRUE(test::Ok(set_input(session.get(), "x", dbl, {2, 2, 3}, x, keep)));
+    ASSERT_TRUE(test::Ok(set_input(session.get(), "s", dbl, {2, 3}, scale, keep)));
     ASSERT_TRUE(test::Ok(cuvil_session_run(session.get())));
     std::vector<int64_t> dims;
-    std::vector<float> y = test::output<float>(session.get(), 0, &dims);
-    EXPECT_EQ(dims, (std::vector<int64_t>{B, S, H * D}));
-    std::vector<float> want = rope_reference(x, B, S, H, D, cg, sg, r, interleaved == 1);
-    ASSERT_EQ(y.size(), want.size());
-    for (size_t i = 0; i < y.size(); ++i) EXPECT_NEAR(y[i], want[i], 1e-5f) << "element " << i;
+    std::vector<double> y = output_values(session.get(), dbl, &dims);
+    ASSERT_EQ(y.size(), x.size());
+    for (size_t b = 0; b < 2; ++b) {
+      double sq = 0;
+      for (size_t i = 0; i < 6; ++i) sq += static_cast<double>(x[b * 6 + i]) * x[b * 6 + i];
+      const double inv = 1 / std::sqrt(sq / 6 + 0.25);
+      for (size_t i = 0; i < 6; ++i) EXPECT_NEAR(y[b * 6 + i], x[b * 6 + i] * inv * scale[i], 1e-5) << b << "," << i;
+    }
   }
 }
 
