@@ -3,11 +3,12 @@
 // plain ONNX ops that adapt its layout, the way a function call is inlined. RMSNormalization
 // (23) is cuvil::RMSNorm, Swish (24) cuvil::SiLU, SwiGLU (28) cuvil::SwiGLU (or SiLU and Mul
 // for alpha != 1), RotaryEmbedding (23) cuvil::Rotary with its caches gathered and widened to
-// the full rotated width (these four as plain ops when their input is known to be of another
-// type than float32, which the fused kernels do not take); TensorScatter (24) is ScatterElements with indices made from its
-// write_indices; Attention (23..25) is cuvil::Attention where its contract fits (declared
-// float32, no softcap or qk_matmul_output), else the plain ONNX ops of its reference. LpNormalization (opset 1, no kernel of its
-// own) is ReduceL1/ReduceL2 and Div. The ONNX op is thereby the canonical form the exporter idioms are
+// the full rotated width; these four are plain ops instead when their input is known to be of
+// another type than float32, which the fused kernels do not take. TensorScatter (24) is
+// ScatterElements with indices made from its write_indices. Attention (23..25) is
+// cuvil::Attention where its contract fits (Q known float32, no softcap or qk_matmul_output),
+// else the plain ONNX ops of its reference. LpNormalization (opset 1, no kernel of its own) is
+// ReduceL1/ReduceL2 and Div. The ONNX op is thereby the canonical form the exporter idioms are
 // rewritten to (passes/canonicalize.cpp). Why at import rather than in a pass: Attention and
 // SwiGLU cannot be rows of ops.def, whose enum is spelled by op_type and already holds cuvil's
 // ops of those names.
