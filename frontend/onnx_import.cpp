@@ -18,6 +18,7 @@
 #include <queue>
 #include <set>
 
+#include "frontend/newer_ops.h"
 #include "frontend/tensor_proto.h"
 #include "support/checked.h"
 #include "support/error.h"
@@ -75,6 +76,7 @@ class Importer {
       fail(ExitCode::kUnsupported, display_, ": opset ", def->second,
            " of the default domain is newer than the newest cuvil supports (", kMaxDefaultOpset, ")");
     model_opsets_ = m.opset_imports;
+    check_unknown_fields(proto, nullptr, "model", -1);
 
     for (const auto& f : proto.functions()) {
       std::string key = normalize_domain(f.domain()) + "::" + f.name();
@@ -92,6 +94,111 @@ class Importer {
   }
 
  private:
+  // ---- fields newer than cuvil's schema ----
+  // The frontend is compiled against Debian's onnx 1.12 schema (IR 8). Fields the schema gained
+  // later (NodeProto.overload, FunctionProto.attribute_proto, ...) parse as unknown fields; read
+  // as if absent they would silently change the model, so any unknown field on any message is
+  // refused, naming it. Two exceptions carry no meaning for the computation: metadata_props
+  // (added to ValueInfoProto, NodeProto, GraphProto, TensorProto and FunctionProto after IR 8),
+  // free-form annotations that torch 2.x's exporter writes on every node (cuvil never reads
+  // ModelProto's own either), and FunctionProto.value_info, type annotations of a function's
+  // values that shape inference derives anyway (as it does for an inlined body without them). `parent`/`field`/`index` spell the path to `msg` for the message
+  // (built only on failure: models have many messages).
+  struct FieldPath {
+    const FieldPath* parent;
+    const char* field;
+    int index;
+  };
+  static std::string path_text(const FieldPath* p) {
+    if (!p) return "";
+    std::string s = path_text(p->parent);
+    s += (s.empty() ? "" : ".") + std::string(p->field);
+    if (p->index >= 0) s += "[" + std::to_string(p->index) + "]";
+    return s;
+  }
+  // The fields of onnx.proto added after IR 8, by message and number, for the message.
+  static const char* newer_field_name(const std::string& message, int number) {
+    static const std::map<std::pair<std::string, int>, const char*> kNewer = {
+        {{"onnx.ValueInfoProto", 4}, "metadata_props"},   {{"onnx.NodeProto", 8}, "overload"},
+        {{"onnx.NodeProto", 9}, "metadata_props"},        {{"onnx.NodeProto", 10}, "device_configurations"},
+        {{"onnx.GraphProto", 16}, "metadata_props"},      {{"onnx.TensorProto", 16}, "metadata_props"},
+        {{"onnx.ModelProto", 26}, "configuration"},       {{"onnx.FunctionProto", 11}, "attribute_proto"},
+        {{"onnx.FunctionProto", 12}, "value_info"},       {{"onnx.FunctionProto", 13}, "overload"},
+        {{"onnx.FunctionProto", 14}, "metadata_props"},
+    };
+    auto it = kNewer.find({message, number});
+    return it == kNewer.end() ? nullptr : it->second;
+  }
+  void check_unknown_fields(const google::protobuf::Message& msg, const FieldPath* parent, const char* field,
+                            int index) {
+    const FieldPath here{parent, field, index};
+    const google::protobuf::Reflection* refl = msg.GetReflection();
+    const google::protobuf::UnknownFieldSet& unknown = refl->GetUnknownFields(msg);
+    const std::string& type = msg.GetDescriptor()->full_name();
+    for (int i = 0; i < unknown.field_count(); ++i) {
+      const int number = unknown.field(i).number();
+      const char* name = newer_field_name(type, number);
+      if (name && (std::strcmp(name, "metadata_props") == 0 ||
+                   (type == "onnx.FunctionProto" && std::strcmp(name, "value_info") == 0)))
+        continue;
+      fail(ExitCode::kUnsupported, display_, ": ", path_text(&here), " (", type, ") has field ", number,
+           name ? std::string(" '") + name + "', added to ONNX after IR 8," : std::string(),
+           " which cuvil's ONNX schema (onnx 1.12, IR 8) does not know; refusing the model rather than "
+           "ignoring the field");
+    }
+    std::vector<const google::protobuf::FieldDescriptor*> fields;
+    refl->ListFields(msg, &fields);
+    for (const google::protobuf::FieldDescriptor* f : fields) {
+      if (f->cpp_type() != google::protobuf::FieldDescriptor::CPPTYPE_MESSAGE) continue;
+      if (f->is_repeated()) {
+        for (int j = 0, n = refl->FieldSize(msg, f); j < n; ++j)
+          check_unknown_fields(refl->GetRepeatedMessage(msg, f, j), &here, f->name().c_str(), j);
+      } else {
+        check_unknown_fields(refl->GetMessage(msg, f), &here, f->name().c_str(), -1);
+      }
+    }
+  }
+
+  // What graph `gp` declares about value `name` before inference (for frontend/newer_ops.h):
+  // a graph input, output, value_info or initializer; the output of a Cast (its `to`) or of an
+  // op whose result is always bool; or, through up to 32 producers whose output has their
+  // first input's type (MatMul, Add, Reshape, Transpose, ...: the projections before an
+  // Attention), what that input declares. Only newer ops whose meaning or fused form depends
+  // on a type ask.
+  static Declared declared_type(const onnx::GraphProto& gp, const std::string& name, int depth = 0) {
+    auto from = [](const onnx::ValueInfoProto& vi) {
+      Declared d;
+      if (!vi.type().has_tensor_type()) return d;
+      d.elem = vi.type().tensor_type().elem_type();
+      if (vi.type().tensor_type().has_shape()) d.rank = vi.type().tensor_type().shape().dim_size();
+      return d;
+    };
+    for (const auto* list : {&gp.input(), &gp.value_info(), &gp.output()})
+      for (const auto& vi : *list)
+        if (vi.name() == name) return from(vi);
+    for (const auto& t : gp.initializer())
+      if (t.name() == name) return {t.data_type(), t.dims_size()};
+    static const std::set<std::string> kBoolOps = {"Equal", "Less", "LessOrEqual", "Greater", "GreaterOrEqual",
+                                                   "Not", "And", "Or", "Xor", "IsNaN", "IsInf"};
+    // Ops whose output has input 0's element type (the rank may differ).
+    static const std::set<std::string> kSameType = {
+        "Add", "Sub", "Mul", "Div", "MatMul", "Gemm", "Transpose", "Reshape", "Squeeze", "Unsqueeze",
+        "Slice", "Gather", "Concat", "Split", "Identity", "Neg", "Relu", "Softmax", "Sigmoid", "Tanh",
+        "LayerNormalization", "RMSNormalization", "RotaryEmbedding", "Expand", "Flatten", "Pad"};
+    for (const auto& n : gp.node())
+      for (const auto& o : n.output())
+        if (o == name && (n.domain().empty() || n.domain() == "ai.onnx")) {
+          if (kBoolOps.count(n.op_type())) return {onnx::TensorProto::BOOL, -1};
+          if (n.op_type() == "Cast")
+            for (const auto& a : n.attribute())
+              if (a.name() == "to") return {static_cast<int>(a.i()), -1};
+          if (kSameType.count(n.op_type()) && n.input_size() > 0 && depth < 32)
+            return {declared_type(gp, n.input(0), depth + 1).elem, -1};
+          return {};
+        }
+    return {};
+  }
+
   // ---- function inlining ----
   // `call_site` names the top-level node being expanded ("node 'x' (domain::Op)"), for messages.
   // `graph_depth` is the nesting depth of the graph holding the call, `calls` the functions
@@ -101,10 +208,28 @@ class Importer {
   // file of functions calling each other twice would otherwise copy gigabytes.
   void expand(const onnx::NodeProto& node, const OpsetMap* opsets, int graph_depth,
               std::vector<std::string>& calls, std::vector<PendingNode>& out,
-              const std::string& call_site) {
+              const std::string& call_site, const TypeLookup& types) {
     std::string key = normalize_domain(node.domain()) + "::" + node.op_type();
     auto fit = functions_.find(key);
     bool builtin = op_from_name(node.domain(), node.op_type()).has_value();
+    if (fit == functions_.end() && !builtin && normalize_domain(node.domain()).empty()) {
+      // An op of opsets 23..28 that cuvil computes as its fused ops (frontend/newer_ops.h).
+      auto def = opsets->find("");
+      std::vector<onnx::NodeProto> made;
+      std::string why;
+      const std::string prefix = "__" + (node.name().empty() ? node.op_type() : node.name()) + "_" +
+                                 std::to_string(inline_counter_++) + "/";
+      if (def != opsets->end() && expand_newer_op(node, def->second, prefix, types, &made, &why)) {
+        auto [it, fresh] = newer_op_opsets_.try_emplace(opsets, *opsets);
+        if (fresh) it->second["cuvil"] = 1;
+        inlined_nodes_ += static_cast<int64_t>(made.size());
+        if (inlined_nodes_ > limits_.max_inlined_nodes)
+          limit_exceeded(LimitId::max_inlined_nodes, limits_, call_site + ": expanding " + node.op_type());
+        for (auto& m : made) out.push_back({std::move(m), &it->second});
+        return;
+      }
+      if (!why.empty()) fail(ExitCode::kUnsupported, call_site, ": ", why);
+    }
     if (fit == functions_.end() || (builtin && normalize_domain(node.domain()).empty())) {
       out.push_back({node, opsets});
       return;
@@ -133,7 +258,8 @@ class Importer {
     std::map<std::string, const onnx::AttributeProto*> actual;
     for (const auto& a : node.attribute()) actual[a.name()] = &a;
     // Attribute defaults (FunctionProto.attribute_proto) arrived after ONNX 1.12, whose
-    // protos we build against: an unset referenced attribute is simply left unset.
+    // protos we build against: a model that has them is refused (check_unknown_fields), so an
+    // unset referenced attribute is simply left unset.
     const OpsetMap* fopsets = &function_opsets_.at(key);
     calls.push_back(key);
     for (const auto& inner : f.node()) {
@@ -147,7 +273,7 @@ class Importer {
       for (auto& o : *copy.mutable_output()) o = mapped(o);
       if (!copy.name().empty()) copy.set_name(prefix + copy.name());
       bind_attributes(copy, actual, mapped, {});
-      expand(copy, fopsets, graph_depth, calls, out, call_site);
+      expand(copy, fopsets, graph_depth, calls, out, call_site, types);
     }
     calls.pop_back();
   }
@@ -295,6 +421,9 @@ class Importer {
         const auto& tt = type.tensor_type();
         if (tt.elem_type() != 0) {
           auto dt = dtype_from_onnx(tt.elem_type());
+          if (const char* newer = dt ? nullptr : newer_onnx_type_name(tt.elem_type()))
+            fail(ExitCode::kUnsupported, what, " '", v.name, "' has type ", newer, " (elem_type ",
+                 tt.elem_type(), "), which cuvil does not support");
           if (!dt) fail(ExitCode::kInvalidModel, what, " '", v.name, "' has unknown elem_type ", tt.elem_type());
           v.dtype = *dt;
         } else if (required) {
@@ -489,10 +618,11 @@ class Importer {
 
     std::vector<PendingNode> pending;
     std::vector<std::string> calls;
+    const TypeLookup types = [&gp](const std::string& name) { return declared_type(gp, name); };
     for (int i = 0; i < gp.node_size(); ++i) {
       const onnx::NodeProto& n = gp.node(i);
       expand(n, &model_opsets_, depth, calls, pending,
-             "node '" + node_label(n, static_cast<size_t>(i)) + "' (" + node_domain_op(n) + ")");
+             "node '" + node_label(n, static_cast<size_t>(i)) + "' (" + node_domain_op(n) + ")", types);
     }
     total_nodes_ += static_cast<int64_t>(pending.size());
     if (total_nodes_ > limits_.max_nodes)
@@ -608,6 +738,9 @@ class Importer {
   OpsetMap model_opsets_;
   std::map<std::string, const onnx::FunctionProto*> functions_;
   std::map<std::string, OpsetMap> function_opsets_;
+  // The opsets of nodes expanded from newer ONNX ops: those of the graph or function holding
+  // the op, plus "cuvil" (stable addresses: PendingNode points at them).
+  std::map<const OpsetMap*, OpsetMap> newer_op_opsets_;
   std::set<std::string> symbols_;
   int inline_counter_ = 0;
   int64_t inlined_nodes_ = 0;

@@ -21,8 +21,8 @@
 namespace cuvil::frontend {
 
 // Supported ranges; documented in docs/cli.md.
-constexpr int64_t kMaxIrVersion = 10;
-constexpr int64_t kMaxDefaultOpset = 21;
+constexpr int64_t kMaxIrVersion = 14;
+constexpr int64_t kMaxDefaultOpset = 28;
 constexpr uint64_t kProtobufLimit = (1ull << 31) - 1;
 
 struct ImportOptions {

@@ -41,6 +41,18 @@ int64_t typed_count(DType t, int64_t numel) {
 
 }  // namespace
 
+const char* newer_onnx_type_name(int32_t code) {
+  switch (code) {
+    case 23: return "FLOAT4E2M1";
+    case 24: return "FLOAT8E8M0";
+    case 25: return "UINT2";
+    case 26: return "INT2";
+    case 27: return "FLOAT6E2M3";
+    case 28: return "FLOAT6E3M2";
+    default: return nullptr;
+  }
+}
+
 std::shared_ptr<TensorData> import_tensor(const onnx::TensorProto& proto,
                                           const std::string& model_dir,
                                           const std::string& context) {
@@ -50,6 +62,9 @@ std::shared_ptr<TensorData> import_tensor(const onnx::TensorProto& proto,
     fail(ExitCode::kInvalidModel, "tensor '", name, "': ", parts...);
   };
   auto dtype = dtype_from_onnx(proto.data_type());
+  if (const char* newer = dtype ? nullptr : newer_onnx_type_name(proto.data_type()))
+    fail(ExitCode::kUnsupported, "tensor '", name, "': data type ", newer, " (", proto.data_type(),
+         ") is not supported");
   if (!dtype) bad("data_type ", proto.data_type(), proto.data_type() == 0 ? " (UNDEFINED)" : " is unknown");
   auto t = std::make_shared<TensorData>();
   t->dtype = *dtype;

@@ -22,4 +22,9 @@ std::shared_ptr<TensorData> import_tensor(const onnx::TensorProto& proto,
 // Byte size of numel elements of dtype (4-bit types round up); nullopt on overflow.
 std::optional<uint64_t> tensor_byte_size(DType dtype, int64_t numel);
 
+// The name of an ONNX data type added after the ones cuvil has (onnx 1.23: FLOAT4E2M1 = 23,
+// FLOAT8E8M0, UINT2, INT2, FLOAT6E2M3, FLOAT6E3M2 = 28), or nullptr: such a type is refused as unsupported, naming it, rather than
+// as an unknown code.
+const char* newer_onnx_type_name(int32_t code);
+
 }  // namespace cuvil::frontend

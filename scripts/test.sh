@@ -3,7 +3,10 @@
 # stages with a time budget each (a stage over its budget fails the run, naming it):
 #   build             setup.sh: packages, configure, build                     25 min
 #   unit              every ctest test except the conformance suites           10 min
-#   conformance       the ONNX backend test data end to end (ratchets)          10 min
+#   onnx wheel cases  tests/onnx_wheel/make_cases.sh: the onnx 1.23.2 wheel's   15 min
+#                     node cases, from PyPI into build/ (a stamp: quick once made)
+#   conformance       the ONNX backend test data end to end (ratchets), the     15 min
+#                     ONNX 1.12 cases and the current wheel's
 #   sanitizer build   the same tree with ASan + UBSan                           25 min
 #   sanitizer         bad-input, runtime, config, pass and fuzz-replay suites   15 min
 #                     under AddressSanitizer + UndefinedBehaviorSanitizer
@@ -30,8 +33,11 @@ stage() {
 }
 
 stage build 1500 bash "$here/scripts/setup.sh" --build-dir "$here/build"
-stage unit 600 ctest --test-dir "$here/build" --output-on-failure -j2 -E '^(Conformance|ConformanceShapes|KernelConformance)\.'
-stage conformance 600 ctest --test-dir "$here/build" --output-on-failure -j2 -R '^(Conformance|ConformanceShapes|KernelConformance)\.'
+stage unit 600 ctest --test-dir "$here/build" --output-on-failure -j2 -E '^(Conformance|ConformanceShapes|KernelConformance|ConformanceWheel)\.'
+# The current onnx wheel's node cases for ConformanceWheel (a venv from PyPI; quick once made).
+# A pip or generator failure fails the stage with its message.
+stage "onnx wheel cases" 900 bash "$here/tests/onnx_wheel/make_cases.sh" "$here/build"
+stage conformance 900 ctest --test-dir "$here/build" --output-on-failure -j2 -R '^(Conformance|ConformanceShapes|KernelConformance|ConformanceWheel)\.'
 
 if [ "$sanitizers" -eq 1 ]; then
   stage "sanitizer build" 1500 bash "$here/scripts/setup.sh" --build-dir "$here/build-asan" --sanitize address

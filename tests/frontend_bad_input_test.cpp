@@ -443,7 +443,8 @@ TEST_F(BadInputTensorProto, DataTypeUndefined) {
 }
 
 TEST_F(BadInputTensorProto, DataTypeUnknown) {
-  for (int32_t code : {99, 23, -1}) {
+  // Codes no ONNX version has (23..28 are onnx 1.23's newer types: BadInputGraph.NewerDataTypesAreNamed).
+  for (int32_t code : {99, 29, -1}) {
     Tp t = tensor(Tp::FLOAT, {4});
     t.set_data_type(code);
     t.set_raw_data(weight_bytes());
@@ -930,6 +931,69 @@ TEST_F(BadInputGraph, IrVersionBeyondTheSupportedMaximum) {
                          std::to_string(frontend::kMaxIrVersion)}));
   m.clear_ir_version();
   EXPECT_TRUE(FailsWith([&] { import(m); }, ExitCode::kInvalidModel, {"no ir_version"}));
+}
+
+// Fields onnx.proto gained after IR 8 arrive as unknown fields of cuvil's (onnx 1.12) schema:
+// refused, naming the field, its message and where it is, rather than dropped; metadata_props
+// and a function's value_info, annotations without meaning for the computation, pass.
+TEST_F(BadInputGraph, FieldsNewerThanTheSchemaAreRefused) {
+  onnx::ModelProto m = test::make_relu_model();
+  m.mutable_graph()->mutable_node(0)->mutable_unknown_fields()->AddLengthDelimited(8, "v2");
+  EXPECT_TRUE(FailsWith([&] { import(m); }, ExitCode::kUnsupported,
+                        {"graph.node[0] (onnx.NodeProto) has field 8 'overload', added to ONNX after IR 8",
+                         "does not know"}));
+  // A field no schema names: the number and the message.
+  onnx::ModelProto m2 = test::make_relu_model();
+  m2.mutable_graph()->mutable_input(0)->mutable_type()->mutable_unknown_fields()->AddVarint(77, 1);
+  EXPECT_TRUE(FailsWith([&] { import(m2); }, ExitCode::kUnsupported,
+                        {"graph.input[0].type (onnx.TypeProto) has field 77 which"}));
+  // FunctionProto.attribute_proto (default attribute values) would change what a call computes.
+  onnx::ModelProto m3 = test::make_relu_model();
+  auto* f = m3.add_functions();
+  f->set_name("f");
+  f->set_domain("local");
+  f->mutable_unknown_fields()->AddLengthDelimited(11, "");
+  EXPECT_TRUE(FailsWith([&] { import(m3); }, ExitCode::kUnsupported,
+                        {"functions[0] (onnx.FunctionProto) has field 11 'attribute_proto'"}));
+  // metadata_props on a node, a value and a graph: accepted.
+  onnx::ModelProto m4 = test::make_relu_model();
+  onnx::StringStringEntryProto entry;
+  entry.set_key("namespace");
+  entry.set_value("torch");
+  m4.mutable_graph()->mutable_node(0)->mutable_unknown_fields()->AddLengthDelimited(9, entry.SerializeAsString());
+  m4.mutable_graph()->mutable_input(0)->mutable_unknown_fields()->AddLengthDelimited(4, entry.SerializeAsString());
+  m4.mutable_graph()->mutable_unknown_fields()->AddLengthDelimited(16, entry.SerializeAsString());
+  EXPECT_EQ(import(m4).graph->nodes.size(), 1u);
+  // A function's value_info (types only): accepted too.
+  onnx::ModelProto m5 = test::make_relu_model();
+  auto* f5 = m5.add_functions();
+  f5->set_name("f");
+  f5->set_domain("local");
+  onnx::ValueInfoProto vi;
+  vi.set_name("t");
+  f5->mutable_unknown_fields()->AddLengthDelimited(12, vi.SerializeAsString());
+  EXPECT_EQ(import(m5).graph->nodes.size(), 1u);
+}
+
+// Data types added after cuvil's (onnx 1.23: FLOAT4E2M1 .. FLOAT6E3M2) are refused as unsupported,
+// named; a code no ONNX version has stays an invalid model.
+TEST_F(BadInputGraph, NewerDataTypesAreNamed) {
+  onnx::ModelProto m = test::make_relu_model();
+  m.mutable_graph()->mutable_input(0)->mutable_type()->mutable_tensor_type()->set_elem_type(23);
+  EXPECT_TRUE(FailsWith([&] { import(m); }, ExitCode::kUnsupported,
+                        {"graph input 'x' has type FLOAT4E2M1 (elem_type 23), which cuvil does not support"}));
+  onnx::ModelProto m2 = test::make_relu_model();
+  onnx::TensorProto* t = m2.mutable_graph()->add_initializer();
+  t->set_name("w");
+  t->set_data_type(26);
+  t->add_dims(1);
+  t->set_raw_data(std::string(1, '\0'));
+  EXPECT_TRUE(FailsWith([&] { import(m2); }, ExitCode::kUnsupported, {"tensor 'w': data type INT2 (26) is not supported"}));
+  onnx::ModelProto m3 = test::make_relu_model();
+  m3.mutable_graph()->mutable_input(0)->mutable_type()->mutable_tensor_type()->set_elem_type(28);
+  EXPECT_TRUE(FailsWith([&] { import(m3); }, ExitCode::kUnsupported, {"FLOAT6E3M2 (elem_type 28)"}));
+  m3.mutable_graph()->mutable_input(0)->mutable_type()->mutable_tensor_type()->set_elem_type(99);
+  EXPECT_TRUE(FailsWith([&] { import(m3); }, ExitCode::kInvalidModel, {"unknown elem_type 99"}));
 }
 
 TEST_F(BadInputGraph, DefaultOpsetBeyondTheSupportedMaximum) {

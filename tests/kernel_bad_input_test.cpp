@@ -374,3 +374,32 @@ TEST(KernelOddInputs, Misc) {
 }
 
 }  // namespace
+
+namespace {
+
+// Opset 28's Mod and BitShift: fmod 0 on floats (numpy's remainder, the divisor's sign) and the
+// signed integers of BitShift (wrapping left shifts, arithmetic right shifts, 0 or -1 past the
+// width or for negative amounts); before opset 28 both stay refused with their messages.
+TEST(KernelOpset28, ModAndBitShift) {
+  T a = f32({5}, {5.5f, -5.5f, 5.5f, -4.f, 3.f});
+  T b = f32({5}, {2.f, 2.f, -2.f, 2.f, -3.f});
+  KRun m("Mod", 28, {&a, &b}, 1, {{"fmod", ai(0)}});
+  ASSERT_TRUE(m.st.is_ok()) << m.st.message();
+  const std::vector<float> r = m.vals<float>();
+  EXPECT_EQ(r, (std::vector<float>{1.5f, 0.5f, -0.5f, 0.f, -0.f}));
+  EXPECT_TRUE(std::signbit(r[4])) << "a zero remainder takes the divisor's sign";
+  KRun old("Mod", 21, {&a, &b}, 1, {{"fmod", ai(0)}});
+  EXPECT_ERR(old, kInvalidArgument, "fmod must be 1 for float inputs (before opset 28)");
+  T x = i32({6}, {-8, 1, -8, 0x40000000, 5, -1});
+  T s = i32({6}, {1, 31, 40, 2, -1, 3});
+  KRun left("BitShift", 28, {&x, &s}, 1, {{"direction", as("LEFT")}});
+  ASSERT_TRUE(left.st.is_ok()) << left.st.message();
+  EXPECT_EQ(left.vals<int32_t>(), (std::vector<int32_t>{-16, std::numeric_limits<int32_t>::min(), 0, 0, 0, -8}));
+  KRun right("BitShift", 28, {&x, &s}, 1, {{"direction", as("RIGHT")}});
+  ASSERT_TRUE(right.st.is_ok()) << right.st.message();
+  EXPECT_EQ(right.vals<int32_t>(), (std::vector<int32_t>{-4, 0, -1, 0x10000000, 0, -1}));
+  KRun before("BitShift", 21, {&x, &s}, 1, {{"direction", as("LEFT")}});
+  EXPECT_FALSE(before.st.is_ok());
+}
+
+}  // namespace

@@ -800,8 +800,23 @@ Status kernel_Div(OpContext& ctx) {
 Status kernel_Mod(OpContext& ctx) {
   const bool fmod = ctx.attrs().get_int("fmod", 0) != 0;
   CUVIL_RETURN_IF_ERROR(require_inputs(ctx, 1));
-  if (!fmod && dtype_is_float(ctx.input(0)->dtype))
-    return ctx.error(StatusCode::kInvalidArgument, "fmod must be 1 for float inputs");
+  if (!fmod && dtype_is_float(ctx.input(0)->dtype)) {
+    if (ctx.opset() < 28)
+      return ctx.error(StatusCode::kInvalidArgument, "fmod must be 1 for float inputs (before opset 28)");
+    // Opset 28: the remainder takes the divisor's sign, as numpy.mod (npy_divmod): fmod, moved
+    // by one divisor when the signs differ; a zero remainder is a zero of the divisor's sign.
+    return binary_op<kFloatTypes, false>(ctx, [](auto a, auto b) {
+      using C = decltype(a);
+      C r = std::fmod(a, b);
+      if (b == C(0)) return r;
+      if (r != C(0)) {
+        if ((b < C(0)) != (r < C(0))) r += b;
+      } else {
+        r = std::copysign(C(0), b);
+      }
+      return r;
+    });
+  }
   if (fmod) {
     return binary_op<kNumericTypes, false>(
         ctx,
@@ -869,11 +884,21 @@ Status kernel_BitShift(OpContext& ctx) {
   if (dir != "LEFT" && dir != "RIGHT")
     return ctx.error(StatusCode::kInvalidArgument, "direction must be 'LEFT' or 'RIGHT', got '", dir, "'");
   const bool left = dir == "LEFT";
-  return arith_op<kUnsignedInts>(ctx, [left](auto a, auto b) {
+  // A shift by the width or more (or, signed, by a negative amount) gives 0, or -1 for a
+  // negative value shifted right; a left shift wraps (as on the unsigned bits), a signed right
+  // shift is arithmetic. Opset 28 added the signed integers.
+  auto shift = [left](auto a, auto b) {
     using C = decltype(a);
-    if (b >= static_cast<C>(sizeof(C) * 8)) return C(0);
-    return static_cast<C>(left ? a << b : a >> b);
-  });
+    using U = std::make_unsigned_t<C>;
+    bool negative = false;
+    if constexpr (std::is_signed_v<C>) negative = a < C(0);
+    bool out_of_range = b >= static_cast<C>(sizeof(C) * 8);
+    if constexpr (std::is_signed_v<C>) out_of_range = out_of_range || b < C(0);
+    if (out_of_range) return left || !negative ? C(0) : C(-1);
+    return static_cast<C>(left ? static_cast<U>(static_cast<U>(a) << b) : a >> b);
+  };
+  if (ctx.opset() >= 28) return arith_op<kIntTypes>(ctx, shift);
+  return arith_op<kUnsignedInts>(ctx, shift);
 }
 Status kernel_BitwiseAnd(OpContext& ctx) {
   return arith_op<kIntTypes>(ctx, [](auto a, auto b) { return static_cast<decltype(a)>(a & b); });

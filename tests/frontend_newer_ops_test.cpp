@@ -1,0 +1,232 @@
+// The ONNX ops of opsets 23..28 that the importer expands into cuvil's fused ops
+// (frontend/newer_ops.h): which op each becomes, the diagnostics for attributes outside what
+// cuvil computes, and RotaryEmbedding's layouts run against a scalar transcription of the ONNX
+// reference (onnx/reference/ops/op_rotary_embedding.py). The wheel's node cases
+// (ConformanceWheel) check every expansion against the reference's outputs too.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <list>
+
+#include "onnx_builder.h"
+#include "runtime_harness.h"
+
+namespace cuvil {
+namespace {
+
+using test::add_input;
+using test::add_node;
+using test::add_output;
+
+std::vector<const Node*> nodes_of(const Model& m, OpKind op) {
+  std::vector<const Node*> out;
+  for (const Node& n : m.graph->nodes)
+    if (n.op == op) out.push_back(&n);
+  return out;
+}
+
+Model import(const onnx::ModelProto& m) {
+  std::string bytes;
+  m.SerializeToString(&bytes);
+  return frontend::import_onnx_bytes(bytes, "", {}, "newer.onnx");
+}
+
+TEST(FrontendNewerOps, EachBecomesItsFusedOp) {
+  onnx::ModelProto m = test::make_model(28, 11);
+  auto* g = m.mutable_graph();
+  add_input(g, "x", onnx::TensorProto::FLOAT, {2, 4});
+  add_input(g, "s", onnx::TensorProto::FLOAT, {4});
+  auto* rms = add_node(g, "RMSNormalization", {"x", "s"}, {"r"}, "rms");
+  test::set_attr_float(rms, "epsilon", 0.5f);
+  test::set_attr_int(rms, "axis", 1);
+  test::set_attr_float(add_node(g, "Swish", {"r"}, {"w"}, "swish"), "alpha", 2.0f);
+  add_node(g, "SwiGLU", {"w", "x"}, {"y"}, "glu");
+  add_output(g, "y", onnx::TensorProto::FLOAT, {2, 4});
+  Model model = import(m);
+  ASSERT_EQ(nodes_of(model, OpKind::RMSNorm).size(), 1u);
+  EXPECT_FLOAT_EQ(nodes_of(model, OpKind::RMSNorm)[0]->attr_float("epsilon", 0), 0.5f);
+  EXPECT_EQ(nodes_of(model, OpKind::RMSNorm)[0]->attr_int("axis", 0), 1);
+  ASSERT_EQ(nodes_of(model, OpKind::SiLU).size(), 1u);
+  EXPECT_FLOAT_EQ(nodes_of(model, OpKind::SiLU)[0]->attr_float("alpha", 0), 2.0f);
+  EXPECT_EQ(nodes_of(model, OpKind::SwiGLU).size(), 1u);
+  EXPECT_TRUE(frontend::find_unsupported(model).empty());
+  // Before the opset that defines it, the name is no standard op.
+  m.mutable_opset_import(0)->set_version(22);
+  EXPECT_EQ(frontend::find_unsupported(import(m)).size(), 3u);
+}
+
+TEST(FrontendNewerOps, AttributesOutsideCuvilAreRefused) {
+  onnx::ModelProto m = test::make_model(23, 10);
+  auto* g = m.mutable_graph();
+  add_input(g, "x");
+  add_input(g, "s");
+  test::set_attr_int(add_node(g, "RMSNormalization", {"x", "s"}, {"y"}, "rms"), "stash_type", 0);
+  add_output(g, "y");
+  EXPECT_TRUE(test::FailsWith([&] { import(m); }, ExitCode::kUnsupported,
+                              {"node 'rms' (RMSNormalization)", "stash_type 0"}));
+  onnx::ModelProto m2 = test::make_model(23, 10);
+  g = m2.mutable_graph();
+  add_input(g, "x");
+  add_node(g, "RotaryEmbedding", {"x"}, {"y"}, "rope");
+  add_output(g, "y");
+  EXPECT_TRUE(test::FailsWith([&] { import(m2); }, ExitCode::kUnsupported,
+                              {"node 'rope' (RotaryEmbedding)", "3 to 4 inputs"}));
+}
+
+// Attention of declared float32 inputs without softcap or qk_matmul_output is one
+// cuvil::Attention (the causal rule and the mask in its float mask); softcap takes the plain ops
+// of the reference; a mask whose type the model does not say is refused.
+TEST(FrontendNewerOps, AttentionBecomesCuvilAttentionWhereItFits) {
+  auto model = [](bool softcap, bool declare_mask) {
+    onnx::ModelProto m = test::make_model(23, 10);
+    auto* g = m.mutable_graph();
+    for (const char* name : {"x", "k", "v"}) add_input(g, name, onnx::TensorProto::FLOAT, {1, 2, 3, 4});
+    add_node(g, "Transpose", {"x"}, {"q"}, "q_from_x");  // the type follows the producer chain
+    if (declare_mask) {
+      add_input(g, "mask", onnx::TensorProto::BOOL, {3, 3});
+    } else {  // Where's output type is its second input's: not followed
+      add_input(g, "c", onnx::TensorProto::BOOL, {3, 3});
+      add_node(g, "Where", {"c", "c", "c"}, {"mask"}, "opaque");
+    }
+    auto* n = add_node(g, "Attention", {"q", "k", "v", "mask"}, {"y"}, "attn");
+    test::set_attr_int(n, "is_causal", 1);
+    if (softcap) test::set_attr_float(n, "softcap", 2.f);
+    add_output(g, "y", onnx::TensorProto::FLOAT, {1, 2, 3, 4});
+    return m;
+  };
+  Model fused = import(model(false, true));
+  ASSERT_EQ(nodes_of(fused, OpKind::Attention).size(), 1u);
+  EXPECT_EQ(nodes_of(fused, OpKind::Attention)[0]->attr_int("is_causal", 0), 0);
+  EXPECT_EQ(nodes_of(fused, OpKind::Attention)[0]->inputs.size(), 4u);  // the bias as its mask
+  Model plain = import(model(true, true));
+  EXPECT_TRUE(nodes_of(plain, OpKind::Attention).empty());
+  EXPECT_EQ(nodes_of(plain, OpKind::Softmax).size(), 1u);
+  EXPECT_EQ(nodes_of(plain, OpKind::Tanh).size(), 1u);
+  EXPECT_TRUE(test::FailsWith([&] { import(model(false, false)); }, ExitCode::kUnsupported,
+                              {"node 'attn' (Attention)", "the type of attn_mask 'mask' is not declared"}));
+}
+
+// Scalar transcription of the ONNX reference on [B, S, H, D] data (x_bshd), caches [B, S, r/2].
+std::vector<float> rope_reference(const std::vector<float>& x, int64_t B, int64_t S, int64_t H, int64_t D,
+                                  const std::vector<float>& cos, const std::vector<float>& sin, int64_t r,
+                                  bool interleaved) {
+  std::vector<float> y = x;
+  for (int64_t b = 0; b < B; ++b)
+    for (int64_t s = 0; s < S; ++s)
+      for (int64_t h = 0; h < H; ++h) {
+        const float* xr = &x[static_cast<size_t>(((b * S + s) * H + h) * D)];
+        float* yr = &y[static_cast<size_t>(((b * S + s) * H + h) * D)];
+        for (int64_t i = 0; i < r / 2; ++i) {
+          const float c = cos[static_cast<size_t>((b * S + s) * (r / 2) + i)];
+          const float sn = sin[static_cast<size_t>((b * S + s) * (r / 2) + i)];
+          const int64_t i1 = interleaved ? 2 * i : i, i2 = interleaved ? 2 * i + 1 : i + r / 2;
+          yr[i1] = c * xr[i1] - sn * xr[i2];
+          yr[i2] = sn * xr[i1] + c * xr[i2];
+        }
+      }
+  return y;
+}
+
+// Binds a float or double input from float values. The session borrows the data until the
+// run: the double copies live in `keep`.
+cuvil_status set_input(cuvil_session* s, const char* name, bool dbl, const std::vector<int64_t>& dims,
+                       const std::vector<float>& v, std::list<std::vector<double>>& keep) {
+  if (!dbl) return test::set_f32(s, name, dims, v);
+  const std::vector<double>& d = keep.emplace_back(v.begin(), v.end());
+  return cuvil_session_set_input(s, name, 11, static_cast<int32_t>(dims.size()), dims.data(), d.data(),
+                                 d.size() * sizeof(double));
+}
+std::vector<double> output_values(cuvil_session* s, bool dbl, std::vector<int64_t>* dims) {
+  if (dbl) return test::output<double>(s, 0, dims);
+  std::vector<float> f = test::output<float>(s, 0, dims);
+  return std::vector<double>(f.begin(), f.end());
+}
+
+// 3-D input with num_heads, a partial rotary width and position ids, both pairings; float32
+// (cuvil::Rotary) and double (the plain ops).
+TEST(FrontendNewerOps, RotaryEmbeddingMatchesTheOnnxReference) {
+  const int64_t B = 2, S = 3, H = 2, D = 8, r = 4, P = 5;
+  for (int dbl = 0; dbl < 2; ++dbl)
+    for (int interleaved = 0; interleaved < 2; ++interleaved) {
+      SCOPED_TRACE(std::string(interleaved ? "interleaved" : "halves") + (dbl ? " double" : " float"));
+      const int32_t type = dbl ? onnx::TensorProto::DOUBLE : onnx::TensorProto::FLOAT;
+      onnx::ModelProto m = test::make_model(23, 10);
+      auto* g = m.mutable_graph();
+      add_input(g, "x", type, {B, S, H * D});
+      add_input(g, "cos", type, {P, r / 2});
+      add_input(g, "sin", type, {P, r / 2});
+      add_input(g, "pos", onnx::TensorProto::INT64, {B, S});
+      auto* n = add_node(g, "RotaryEmbedding", {"x", "cos", "sin", "pos"}, {"y"}, "rope");
+      test::set_attr_int(n, "num_heads", H);
+      test::set_attr_int(n, "rotary_embedding_dim", r);
+      test::set_attr_int(n, "interleaved", interleaved);
+      add_output(g, "y", type, {B, S, H * D});
+      EXPECT_EQ(nodes_of(import(m), OpKind::Rotary).size(), dbl ? 0u : 1u);
+      std::vector<float> x(B * S * H * D), cos(P * r / 2), sin(P * r / 2);
+      for (size_t i = 0; i < x.size(); ++i) x[i] = std::sin(0.37f * static_cast<float>(i)) * 2.f;
+      for (size_t i = 0; i < cos.size(); ++i) {
+        cos[i] = std::cos(0.5f * static_cast<float>(i));
+        sin[i] = std::sin(0.5f * static_cast<float>(i));
+      }
+      const std::vector<int64_t> pos = {0, 1, 2, 4, 3, 1};
+      std::vector<float> cg, sg;  // the caches gathered by pos: [B, S, r/2]
+      for (int64_t p : pos)
+        for (int64_t i = 0; i < r / 2; ++i) {
+          cg.push_back(cos[static_cast<size_t>(p * (r / 2) + i)]);
+          sg.push_back(sin[static_cast<size_t>(p * (r / 2) + i)]);
+        }
+      auto model = test::load(test::compile(m));
+      auto session = test::open_session(model.get());
+      std::list<std::vector<double>> keep;
+      ASSERT_TRUE(test::Ok(set_input(session.get(), "x", dbl, {B, S, H * D}, x, keep)));
+      ASSERT_TRUE(test::Ok(set_input(session.get(), "cos", dbl, {P, r / 2}, cos, keep)));
+      ASSERT_TRUE(test::Ok(set_input(session.get(), "sin", dbl, {P, r / 2}, sin, keep)));
+      ASSERT_TRUE(test::Ok(cuvil_session_set_input(session.get(), "pos", test::kI64, 2,
+                                                   std::vector<int64_t>{B, S}.data(), pos.data(),
+                                                   pos.size() * sizeof(int64_t))));
+      ASSERT_TRUE(test::Ok(cuvil_session_run(session.get())));
+      std::vector<int64_t> dims;
+      std::vector<double> y = output_values(session.get(), dbl, &dims);
+      EXPECT_EQ(dims, (std::vector<int64_t>{B, S, H * D}));
+      std::vector<float> want = rope_reference(x, B, S, H, D, cg, sg, r, interleaved == 1);
+      ASSERT_EQ(y.size(), want.size());
+      for (size_t i = 0; i < y.size(); ++i) EXPECT_NEAR(y[i], want[i], 1e-5) << "element " << i;
+    }
+}
+
+// RMSNormalization over the last two axes: float32 (cuvil::RMSNorm) and double (plain ops).
+TEST(FrontendNewerOps, RmsNormalizationMatchesTheOnnxReference) {
+  const std::vector<float> x = {1, -2, 3, 0.5f, 4, -1, 2, 2, -3, 1, 0, 6};  // [2, 2, 3]
+  const std::vector<float> scale = {0.5f, 1, 2, -1, 1.5f, 3};             // [2, 3]
+  for (int dbl = 0; dbl < 2; ++dbl) {
+    SCOPED_TRACE(dbl ? "double" : "float");
+    const int32_t type = dbl ? onnx::TensorProto::DOUBLE : onnx::TensorProto::FLOAT;
+    onnx::ModelProto m = test::make_model(23, 10);
+    auto* g = m.mutable_graph();
+    add_input(g, "x", type, {2, 2, 3});
+    add_input(g, "s", type, {2, 3});
+    auto* n = add_node(g, "RMSNormalization", {"x", "s"}, {"y"}, "rms");
+    test::set_attr_int(n, "axis", -2);
+    test::set_attr_float(n, "epsilon", 0.25f);
+    add_output(g, "y", type, {2, 2, 3});
+    EXPECT_EQ(nodes_of(import(m), OpKind::RMSNorm).size(), dbl ? 0u : 1u);
+    auto model = test::load(test::compile(m));
+    auto session = test::open_session(model.get());
+    std::list<std::vector<double>> keep;
+    ASSERT_TRUE(test::Ok(set_input(session.get(), "x", dbl, {2, 2, 3}, x, keep)));
+    ASSERT_TRUE(test::Ok(set_input(session.get(), "s", dbl, {2, 3}, scale, keep)));
+    ASSERT_TRUE(test::Ok(cuvil_session_run(session.get())));
+    std::vector<int64_t> dims;
+    std::vector<double> y = output_values(session.get(), dbl, &dims);
+    ASSERT_EQ(y.size(), x.size());
+    for (size_t b = 0; b < 2; ++b) {
+      double sq = 0;
+      for (size_t i = 0; i < 6; ++i) sq += static_cast<double>(x[b * 6 + i]) * x[b * 6 + i];
+      const double inv = 1 / std::sqrt(sq / 6 + 0.25);
+      for (size_t i = 0; i < 6; ++i) EXPECT_NEAR(y[b * 6 + i], x[b * 6 + i] * inv * scale[i], 1e-5) << b << "," << i;
+    }
+  }
+}
+
+}  // namespace
+}  // namespace cuvil
