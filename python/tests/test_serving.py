@@ -168,3 +168,56 @@ def test_ray_serve_answers_concurrent_clients(ray_server):
     assert lines['cuvil_request_failures_total{model="digits.cuvir"}'] == "1"
     runs = int(lines['cuvil_batch_size_count{model="digits.cuvir"}'])
     assert 1 <= runs <= 41
+
+
+# ---- Triton Inference Server (PyTriton) ----
+
+@pytest.fixture(scope="module")
+def triton_server(tmp_path_factory):
+    pytest.importorskip("pytriton")
+    from pytriton.triton import Triton, TritonConfig
+
+    sys.path.insert(0, os.path.join(SOURCE_DIR, "serving"))
+    import pytriton_serve
+
+    package = cuvil.compile(source("examples", "digits", "digits.onnx"),
+                            str(tmp_path_factory.mktemp("triton") / "digits.cuvir"), dim={"batch": "1:256"})
+    http, grpc, metrics = free_port(), free_port(), free_port()
+    config = TritonConfig(http_address="127.0.0.1", http_port=http, grpc_address="127.0.0.1", grpc_port=grpc,
+                          metrics_port=metrics)
+    triton = Triton(config=config)
+    pytriton_serve.bind(triton, package, "digits", instances=2, max_batch=64, queue_delay_us=10000)
+    triton.run()
+    yield f"http://127.0.0.1:{http}", f"http://127.0.0.1:{metrics}", package
+    triton.stop()
+
+
+def test_triton_answers_concurrent_clients(triton_server):
+    url, metrics_url, package = triton_server
+    direct = cuvil.load(package).session(threads=1)
+    errors = []
+
+    def client(k):
+        rnd = random.Random(k)
+        try:
+            for j in range(5):
+                x = digit_batch(rnd.randint(1, 8), seed=100 * k + j)
+                status, body = post(url + "/v2/models/digits/infer", {"inputs": [
+                    {"name": "image", "shape": list(x.shape), "datatype": "FP32", "data": x.ravel().tolist()}]})
+                assert status == 200, body
+                (out,) = body["outputs"]
+                got = np.asarray(out["data"], np.float32).reshape(out["shape"])
+                (want,) = direct.run(None, {"image": x})
+                np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
+        except Exception as exc:
+            errors.append(exc)
+
+    threads = [threading.Thread(target=client, args=(k,)) for k in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors, errors
+    with urllib.request.urlopen(metrics_url + "/metrics", timeout=30) as r:
+        text = r.read().decode()
+    assert 'nv_inference_request_success{model="digits"' in text
