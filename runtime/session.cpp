@@ -279,6 +279,8 @@ void Session::trace_kernel_call(bool is_op, uint32_t index, uint32_t pc, int64_t
   e.begin_ns = begin_ns;
   e.end_ns = trace_clock_ns();
   trace_->add(e);
+  // The caller's own chunks are inside the slice above: its span is only cleared.
+  if (!spans_.empty()) spans_[0] = WorkerSpan{};
   for (size_t w = 1; w < spans_.size(); ++w) {
     WorkerSpan& span = spans_[w];
     if (span.chunks == 0) continue;
