@@ -4,6 +4,7 @@ package's symbolic batch dim and Prometheus metrics.
 
     python serving/ray_serve.py PACKAGE.cuvir [--port 8000] [--replicas 1] [--threads 1]
                                 [--max-batch 32] [--batch-wait-ms 5] [--no-batching]
+                                [--runner cuvil|onnxruntime]
 
 HTTP on 127.0.0.1:PORT (--host to change):
   POST /   {"inputs": {"image": [[...]]}}  ->  {"outputs": {"logits": [[...]]}}
@@ -29,7 +30,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, PlainTextResponse
 
 import cuvil
-from cuvil.serving import BatchRunner, ServerMetrics
+from cuvil.serving import BatchRunner, OrtSession, ServerMetrics
 
 
 def decode_input(value, dtype):
@@ -42,9 +43,12 @@ def decode_input(value, dtype):
 @serve.deployment
 class CuvilDeployment:
     def __init__(self, package: str, threads: int = 1, max_batch: int = 32, batch_wait_ms: float = 5.0,
-                 batching: bool = True) -> None:
-        self.model = cuvil.load(package)
-        self.session = self.model.session(threads=threads)
+                 batching: bool = True, runner: str = "cuvil") -> None:
+        if runner == "onnxruntime":  # the same deployment with ONNX Runtime running an .onnx model
+            self.session = OrtSession(package, threads)
+        else:
+            self.session = cuvil.load(package).session(threads=threads)
+        self.model = self.session.model
         self.runner = BatchRunner(self.session, max_batch=max_batch)
         self.metrics = ServerMetrics(os.path.basename(package))
         self.batching = batching
@@ -90,9 +94,9 @@ class CuvilDeployment:
 
 
 def app(package: str, replicas: int = 1, threads: int = 1, max_batch: int = 32, batch_wait_ms: float = 5.0,
-        batching: bool = True):
+        batching: bool = True, runner: str = "cuvil"):
     return CuvilDeployment.options(num_replicas=replicas, ray_actor_options={"num_cpus": threads}).bind(
-        os.path.abspath(package), threads, max_batch, batch_wait_ms, batching)
+        os.path.abspath(package), threads, max_batch, batch_wait_ms, batching, runner)
 
 
 def main() -> None:
@@ -105,13 +109,15 @@ def main() -> None:
     ap.add_argument("--max-batch", type=int, default=32, help="rows per run at most")
     ap.add_argument("--batch-wait-ms", type=float, default=5.0)
     ap.add_argument("--no-batching", action="store_true")
+    ap.add_argument("--runner", choices=["cuvil", "onnxruntime"], default="cuvil",
+                    help="onnxruntime: PACKAGE is an .onnx model run by ONNX Runtime (for comparisons)")
     args = ap.parse_args()
     import ray
 
     ray.init(include_dashboard=False, log_to_driver=False)
     serve.start(http_options={"host": args.host, "port": args.port})
     serve.run(app(args.package, args.replicas, args.threads, args.max_batch, args.batch_wait_ms,
-                  not args.no_batching), name="cuvil", route_prefix="/")
+                  not args.no_batching, args.runner), name="cuvil", route_prefix="/")
     print(f"cuvil on Ray Serve: http://{args.host}:{args.port}/ (metrics: /metrics)", flush=True)
     def stop(signum, frame):
         raise KeyboardInterrupt

@@ -22,7 +22,7 @@ from typing import Dict, List, Mapping, Optional, Sequence, Tuple, Union
 
 import numpy as np
 
-from . import CuvilError, Model, Session
+from . import CuvilError, Model, Session, TensorInfo
 
 Feeds = Mapping[str, np.ndarray]
 Result = Union[Dict[str, np.ndarray], Exception]
@@ -223,3 +223,53 @@ class ServerMetrics:
 
 def now() -> float:
     return time.perf_counter()
+
+
+class OrtSession:
+    """ONNX Runtime behind the Session interface that BatchRunner and ServerMetrics use
+    (model.inputs/outputs, run, metrics), so that a deployment can run the same model with ONNX
+    Runtime as the model runner, side by side with cuvil (bench/serving_bench.py). Needs the
+    onnxruntime package; `threads` is its intra-op thread count."""
+
+    _DTYPES = {"tensor(float)": (np.float32, 1), "tensor(double)": (np.float64, 11),
+               "tensor(int64)": (np.int64, 7), "tensor(int32)": (np.int32, 6), "tensor(bool)": (np.bool_, 9),
+               "tensor(uint8)": (np.uint8, 2), "tensor(int8)": (np.int8, 3), "tensor(float16)": (np.float16, 10)}
+
+    def __init__(self, onnx_path: str, threads: int = 1) -> None:
+        import onnxruntime as ort
+
+        options = ort.SessionOptions()
+        options.intra_op_num_threads = threads
+        options.inter_op_num_threads = 1
+        self._s = ort.InferenceSession(onnx_path, options, providers=["CPUExecutionProvider"])
+        self._lock = threading.Lock()
+        self._runs = self._failures = self._run_ns = 0
+
+        class _Model:
+            pass
+
+        self.model = _Model()
+        self.model.inputs = [self._info(a) for a in self._s.get_inputs()]
+        self.model.outputs = [self._info(a) for a in self._s.get_outputs()]
+
+    def _info(self, arg) -> TensorInfo:
+        np_dtype, code = self._DTYPES.get(arg.type, (None, 0))
+        shape = tuple(d if isinstance(d, int) else str(d) for d in arg.shape)
+        return TensorInfo(arg.name, None if np_dtype is None else np.dtype(np_dtype), code, shape, str(list(shape)))
+
+    def run(self, output_names, feeds):
+        start = time.perf_counter_ns()
+        ok = False
+        try:
+            with self._lock:
+                out = self._s.run(output_names, dict(feeds))
+            ok = True
+            return out
+        finally:
+            self._runs += 1
+            self._failures += 0 if ok else 1
+            self._run_ns += time.perf_counter_ns() - start
+
+    def metrics(self) -> Dict[str, int]:
+        return {"runs": self._runs, "failures": self._failures, "run_ns": self._run_ns, "arena_bytes": 0,
+                "arena_peak_bytes": 0, "threads": 0}
