@@ -338,3 +338,13 @@ def test_inference_session_shim(digits):
     (logits,) = sess.run(None, {inp.name: sample})
     with open(source("examples", "digits", "sample_label.txt")) as f:
         assert int(np.argmax(logits)) == int(f.read().strip())
+
+
+def test_the_ten_line_example_prints_the_right_class():
+    import subprocess
+    import sys
+
+    out = subprocess.run([sys.executable, source("examples", "digits", "predict.py")], capture_output=True, text=True,
+                         check=True).stdout
+    with open(source("examples", "digits", "sample_label.txt")) as f:
+        assert out.strip() == f"predicted digit: {int(f.read().strip())}"
