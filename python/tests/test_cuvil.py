@@ -348,3 +348,29 @@ def test_the_ten_line_example_prints_the_right_class():
                          check=True).stdout
     with open(source("examples", "digits", "sample_label.txt")) as f:
         assert out.strip() == f"predicted digit: {int(f.read().strip())}"
+
+
+def test_cancel_from_another_thread(packages):
+    session = cuvil.load(packages("resnet18", source("testdata", "models", "resnet18.onnx"))).session(threads=1)
+    x = np.repeat(np.load(source("testdata", "models", "refs", "resnet18", "input.npy")), 4, axis=0)
+    for _ in range(5):
+        outcome = []
+
+        def run():
+            try:
+                session.run(None, {"input": x})
+                outcome.append("finished")
+            except cuvil.CuvilError as e:
+                outcome.append(e)
+
+        t = threading.Thread(target=run)
+        t.start()
+        time.sleep(0.05)
+        session.cancel()
+        t.join()
+        if isinstance(outcome[0], cuvil.CuvilError):
+            break
+    assert isinstance(outcome[0], cuvil.CuvilError), "five runs finished before the cancel reached them"
+    assert outcome[0].code_name == "CANCELLED" and "cancel" in outcome[0].message
+    (y,) = session.run(None, {"input": x[:1]})  # usable afterwards
+    assert y.shape == (1, 1000)
