@@ -3,6 +3,8 @@
 // (--shape name=1x128); outputs are summarised on the terminal and written as .npy files to
 // --output-dir. --bench N times N runs and prints latency percentiles and runs per second,
 // then the per-run overhead (setting inputs, binding shapes, dispatch) from N more runs.
+// --trace writes a Trace Event JSON of the first run (the one whose outputs are printed);
+// --report a JSON summary (latency percentiles of the timed runs, arena, threads, kernel path).
 // Uses only the public C API of libcuvil.
 #include <CLI/CLI.hpp>
 
@@ -24,7 +26,9 @@
 #include "cli/npy.h"
 #include "cuvil.h"
 #include "support/checked.h"
+#include "support/error.h"
 #include "support/file_identity.h"
+#include "support/output_file.h"
 
 namespace {
 
@@ -130,11 +134,85 @@ void summarize(const cuvil_tensor_info& info, const void* data, size_t bytes) {
     std::cout << "  argmax: " << argmax << "\n";
 }
 
+std::string json_string(const std::string& s) {
+  std::string out = "\"";
+  for (unsigned char c : s) {
+    if (c == '"' || c == '\\') {
+      out += '\\';
+      out += static_cast<char>(c);
+    } else if (c < 0x20) {
+      char buf[8];
+      std::snprintf(buf, sizeof buf, "\\u%04x", c);
+      out += buf;
+    } else {
+      out += static_cast<char>(c);
+    }
+  }
+  return out + "\"";
+}
+
+std::string json_number(double v) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.6g", std::isfinite(v) ? v : 0.0);
+  return buf;
+}
+
+// --report: one JSON object. `ms` holds the latencies of the timed runs, sorted.
+int write_report(const std::string& path, const std::string& model_path, const cuvil_model* model,
+                 const cuvil_session* session, const std::vector<double>& ms, int warmup, double runs_per_second,
+                 const std::map<std::string, cuvil::tools::HostTensor>& host) {
+  cuvil_session_metrics m{};
+  if (cuvil_status st = cuvil_session_get_metrics(session, &m)) return report("--report", st);
+  auto pct = [&](double p) { return ms[std::min(ms.size() - 1, static_cast<size_t>(p * static_cast<double>(ms.size())))]; };
+  double sum = 0;
+  for (double v : ms) sum += v;
+  std::string j = "{\n  \"model\": " + json_string(model_path) + ",\n";
+  j += "  \"kernel_path\": " + json_string(cuvil_cpu_path()) + ",\n";
+  j += "  \"threads\": " + std::to_string(m.threads) + ",\n";
+  j += "  \"bucket\": 0,\n";  // shape buckets do not exist yet: every package has one program
+  j += "  \"inputs\": {";
+  bool first = true;
+  for (const auto& [name, t] : host) {
+    std::string dims;
+    for (size_t k = 0; k < t.dims.size(); ++k) dims += (k ? ", " : "") + std::to_string(t.dims[k]);
+    j += std::string(first ? "" : ", ") + json_string(name) + ": {\"dtype\": " + json_string(cuvil_dtype_name(t.dtype)) +
+         ", \"shape\": [" + dims + "]}";
+    first = false;
+  }
+  j += "},\n";
+  j += "  \"outputs\": [";
+  const size_t n_out = cuvil_model_output_count(model);
+  for (size_t i = 0; i < n_out; ++i) {
+    cuvil_tensor_info info;
+    if (cuvil_status st = cuvil_model_output_info(model, i, &info)) return report("--report", st);
+    j += std::string(i ? ", " : "") + json_string(info.name);
+  }
+  j += "],\n";
+  j += "  \"timed_runs\": " + std::to_string(ms.size()) + ",\n";
+  j += "  \"warmup_runs\": " + std::to_string(warmup) + ",\n";
+  j += "  \"latency_ms\": {\"min\": " + json_number(ms.front()) + ", \"p50\": " + json_number(pct(0.5)) +
+       ", \"p90\": " + json_number(pct(0.9)) + ", \"p99\": " + json_number(pct(0.99)) +
+       ", \"max\": " + json_number(ms.back()) + ", \"mean\": " + json_number(sum / static_cast<double>(ms.size())) +
+       "},\n";
+  j += "  \"runs_per_second\": " + json_number(runs_per_second) + ",\n";
+  j += "  \"arena_bytes\": " + std::to_string(m.arena_bytes) + ",\n";
+  j += "  \"arena_peak_bytes\": " + std::to_string(m.arena_peak_bytes) + ",\n";
+  j += "  \"session_runs\": " + std::to_string(m.runs) + ",\n";
+  j += "  \"session_failures\": " + std::to_string(m.failures) + "\n}\n";
+  try {
+    cuvil::write_file_atomically(path, j);
+  } catch (const cuvil::Diagnostic& d) {
+    std::cerr << "cuvil-run: error: --report: " << d.what() << "\n";
+    return kExitIo;
+  }
+  return 0;
+}
+
 int run_main(int argc, char** argv) {
   CLI::App app{"cuvil-run: run a compiled cuvil package (.cuvir) on the CPU.\n"
                "Exit codes: 0 success, 2 bad input/shape, 3 invalid package, 5 I/O, 6 run failed\n"
                "(also: deadline passed, a worker thread could not start)."};
-  std::string model_path, output_dir;
+  std::string model_path, output_dir, trace_path, report_path;
   std::vector<std::string> inputs, shapes;
   int threads = 0, bench = 0, warmup = 3;
   uint64_t seed = 1;
@@ -156,6 +234,12 @@ int run_main(int argc, char** argv) {
                  "Stop a run that takes longer than this (0 = none); checked between instructions and "
                  "between chunks of a kernel's work (exit 6)")
       ->check(CLI::NonNegativeNumber);
+  app.add_option("--trace", trace_path,
+                 "Write a Trace Event JSON of the first run (open it in ui.perfetto.dev or chrome://tracing): "
+                 "one track per thread, one slice per kernel call named after its ONNX node");
+  app.add_option("--report", report_path,
+                 "Write a JSON run report: latency percentiles over the --bench runs (or the one run), arena bytes, "
+                 "threads, kernel path, shape bucket");
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -306,6 +390,15 @@ int run_main(int argc, char** argv) {
            "', which names the same file as " + in->description +
            " read by this run; choose another --output-dir (nothing was written)", kExitUsage);
   }
+  for (const auto& [option, path] : {std::pair<const char*, const std::string&>{"--trace", trace_path},
+                                     std::pair<const char*, const std::string&>{"--report", report_path}}) {
+    if (rc || path.empty()) continue;
+    if (const cuvil::InputFile* in = reads.input_named_by(path))
+      fail(std::string(option) + " '" + path + "' names the same file as " + in->description +
+           " read by this run; choose another path (nothing was written)", kExitUsage);
+  }
+  if (!rc && !trace_path.empty() && !report_path.empty() && trace_path == report_path)
+    fail("--trace and --report name the same file '" + trace_path + "'", kExitUsage);
   // Inputs are bound anew for every run: the runtime borrows them only until the run returns.
   auto bind_and_run = [&]() {
     for (auto& [name, t] : host)
@@ -316,7 +409,25 @@ int run_main(int argc, char** argv) {
       }
     if (cuvil_status st = cuvil_session_run(session)) rc = report("run", st);
   };
-  if (!rc) bind_and_run();
+  if (!rc && !trace_path.empty())
+    if (cuvil_status st = cuvil_session_enable_trace(session, 1)) rc = report("trace", st);
+  double first_run_ms = 0;
+  if (!rc) {
+    auto a = std::chrono::steady_clock::now();
+    bind_and_run();
+    first_run_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - a).count();
+  }
+  if (!trace_path.empty()) {
+    // Written whether or not the run succeeded: the trace of a failed run shows where it stopped.
+    cuvil_session_enable_trace(session, 0);
+    if (cuvil_status st = cuvil_session_write_trace(session, trace_path.c_str())) {
+      if (rc) {
+        cuvil_status_free(st);
+      } else {
+        rc = report("--trace", st);
+      }
+    }
+  }
   if (!rc && !output_dir.empty()) {
     struct stat sb;
     if (stat(output_dir.c_str(), &sb) != 0 && mkdir(output_dir.c_str(), 0755) != 0)
@@ -337,9 +448,10 @@ int run_main(int argc, char** argv) {
       if (!err.empty()) fail(err, kExitIo);
     }
   }
+  std::vector<double> ms;  // latencies of the timed runs (--bench), for the report
+  double runs_per_second = 0;
   if (!rc && bench > 0) {
     for (int i = 0; i < warmup && !rc; ++i) bind_and_run();
-    std::vector<double> ms;
     auto t0 = std::chrono::steady_clock::now();
     for (int i = 0; i < bench && !rc; ++i) {
       auto a = std::chrono::steady_clock::now();
@@ -348,12 +460,13 @@ int run_main(int argc, char** argv) {
       ms.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - a).count());
     }
     double total = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    runs_per_second = total > 0 ? bench / total : 0;
     auto median = [](std::vector<double> v) {
       std::sort(v.begin(), v.end());
       return v.empty() ? 0.0 : v[v.size() / 2];
     };
+    std::sort(ms.begin(), ms.end());
     if (!rc) {
-      std::sort(ms.begin(), ms.end());
       auto pct = [&](double p) { return ms[std::min(ms.size() - 1, static_cast<size_t>(p * static_cast<double>(ms.size())))]; };
       std::printf("bench: %d runs, p50 %.3f ms, p90 %.3f ms, p99 %.3f ms, %.1f runs/s\n", bench, pct(0.5), pct(0.9),
                   pct(0.99), bench / total);
@@ -394,6 +507,10 @@ int run_main(int argc, char** argv) {
                     median(kernel_us), median(run_us));
       }
     }
+  }
+  if (!rc && !report_path.empty()) {
+    if (ms.empty()) ms.push_back(first_run_ms);  // no --bench: the one run
+    rc = write_report(report_path, model_path, model, session, ms, bench > 0 ? warmup : 0, runs_per_second, host);
   }
   cuvil_session_release(session);
   cuvil_model_release(model);

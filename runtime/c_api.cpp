@@ -2,13 +2,18 @@
 // entry point catches everything and returns a status.
 #include "cuvil.h"
 
+#include <unistd.h>
+
+#include <cerrno>
 #include <cfenv>
+#include <cstdio>
 #include <cstring>
 #include <memory>
 #include <new>
 #include <string>
 #include <vector>
 
+#include "runtime/cpu/cpu_features.h"
 #include "runtime/expr_eval.h"
 #include "runtime/package.h"
 #include "runtime/session.h"
@@ -30,6 +35,7 @@ struct cuvil_model_s {
 struct cuvil_session_s {
   std::unique_ptr<cuvil::rt::Session> session;
   std::vector<std::string> output_shapes;
+  bool trace_enabled_once = false;  // cuvil_session_write_trace has something to write
 };
 
 namespace {
@@ -263,6 +269,62 @@ cuvil_status cuvil_session_get_run_stats(cuvil_session* session, cuvil_run_stats
   out_stats->kernel_calls = s.kernel_calls;
   return nullptr;
 }
+
+cuvil_status cuvil_session_enable_trace(cuvil_session* session, int32_t enable) {
+  if (!session) return make(CUVIL_INVALID_ARGUMENT, "cuvil_session_enable_trace: null session");
+  return guarded([&]() -> cuvil_status {
+    session->session->enable_trace(enable != 0);
+    session->trace_enabled_once = session->trace_enabled_once || enable != 0;
+    return nullptr;
+  });
+}
+
+cuvil_status cuvil_session_write_trace(cuvil_session* session, const char* path) {
+  if (!session || !path || !*path)
+    return make(CUVIL_INVALID_ARGUMENT, "cuvil_session_write_trace: null session or empty path");
+  if (!session->trace_enabled_once)
+    return make(CUVIL_INVALID_ARGUMENT, std::string("cannot write the trace '") + path +
+                                            "': tracing was never enabled on this session "
+                                            "(cuvil_session_enable_trace)");
+  return guarded([&]() -> cuvil_status {
+    const std::string json = session->session->trace_json();
+    // Beside the target, then renamed over it: a reader never sees half a trace.
+    const std::string tmp = std::string(path) + ".tmp." + std::to_string(::getpid());
+    auto io_error = [&](const char* what) {
+      const int err = errno;
+      std::remove(tmp.c_str());
+      return make(CUVIL_IO, std::string("cannot write the trace '") + path + "': " + what + ": " + std::strerror(err));
+    };
+    std::FILE* f = std::fopen(tmp.c_str(), "wb");
+    if (!f) {
+      const int err = errno;
+      return make(CUVIL_IO, std::string("cannot write the trace '") + path + "': " + std::strerror(err));
+    }
+    const bool wrote = std::fwrite(json.data(), 1, json.size(), f) == json.size();
+    const int write_errno = errno;
+    if (std::fclose(f) != 0 || !wrote) {
+      if (!wrote) errno = write_errno;
+      return io_error("write failed");
+    }
+    if (std::rename(tmp.c_str(), path) != 0) return io_error("rename failed");
+    return nullptr;
+  });
+}
+
+cuvil_status cuvil_session_get_metrics(const cuvil_session* session, cuvil_session_metrics* out_metrics) {
+  if (!session || !out_metrics)
+    return make(CUVIL_INVALID_ARGUMENT, "cuvil_session_get_metrics: null session or metrics");
+  const cuvil::rt::SessionMetrics m = session->session->metrics();
+  out_metrics->runs = m.runs;
+  out_metrics->failures = m.failures;
+  out_metrics->run_ns = m.run_ns;
+  out_metrics->arena_bytes = m.arena_bytes;
+  out_metrics->arena_peak_bytes = m.arena_peak_bytes;
+  out_metrics->threads = m.threads;
+  return nullptr;
+}
+
+const char* cuvil_cpu_path(void) { return cuvil::rt::cpu_path_name(cuvil::rt::active_cpu_path()); }
 
 cuvil_status cuvil_session_cancel(cuvil_session* session) {
   if (!session) return make(CUVIL_INVALID_ARGUMENT, "cuvil_session_cancel: null session");

@@ -285,6 +285,59 @@ Status Session::create(std::shared_ptr<const LoadedPackage> package, const Sessi
 
 Session::~Session() { std::free(arena_); }
 
+void Session::enable_trace(bool on) {
+  trace_enabled_ = on;
+  if (!on) return;
+  if (!trace_) trace_ = std::make_unique<TraceRecorder>();
+  trace_->clear();
+}
+
+std::string Session::trace_json() const {
+  return trace_ ? trace_->to_json(package_->programs(), pool_.threads()) : "";
+}
+
+SessionMetrics Session::metrics() const {
+  SessionMetrics m;
+  m.runs = runs_.load(std::memory_order_relaxed);
+  m.failures = failures_.load(std::memory_order_relaxed);
+  m.run_ns = run_ns_.load(std::memory_order_relaxed);
+  m.arena_bytes = arena_bytes_.load(std::memory_order_relaxed);
+  m.arena_peak_bytes = arena_peak_bytes_.load(std::memory_order_relaxed);
+  m.threads = pool_.threads();
+  return m;
+}
+
+// One kernel call's slices: the caller's from begin_ns to now, and one per worker that took
+// chunks in it (worker spans are reset here for the next call).
+void Session::trace_kernel_call(bool is_op, uint32_t index, uint32_t pc, int64_t begin_ns) {
+  TraceEvent e;
+  e.kind = is_op ? TraceEvent::Kind::kOp : TraceEvent::Kind::kKernel;
+  e.program = static_cast<uint16_t>(active_);
+  e.index = index;
+  e.pc = pc;
+  e.begin_ns = begin_ns;
+  e.end_ns = trace_clock_ns();
+  trace_->add(e);
+  // The caller's own chunks are inside the slice above: its span is only cleared.
+  if (!spans_.empty()) spans_[0] = WorkerSpan{};
+  for (size_t w = 1; w < spans_.size(); ++w) {
+    WorkerSpan& span = spans_[w];
+    if (span.chunks == 0) continue;
+    TraceEvent we;
+    we.kind = TraceEvent::Kind::kWorker;
+    we.program = static_cast<uint16_t>(active_);
+    we.is_op = is_op ? 1 : 0;
+    we.tid = static_cast<uint16_t>(w);
+    we.index = index;
+    we.pc = pc;
+    we.begin_ns = span.begin_ns;
+    we.end_ns = span.end_ns;
+    we.chunks = span.chunks;
+    trace_->add(we);
+    span = WorkerSpan{};
+  }
+}
+
 void Session::enable_run_stats(bool on) {
   collect_stats_ = on;
   stats_ = RunStats{};
@@ -380,6 +433,9 @@ Status Session::prepare_tensors() {
   CUVIL_RETURN_IF_ERROR(eval_->eval(program_->arena_size, &arena_size));
   if (arena_size < 0 || static_cast<uint64_t>(arena_size) > kMaxTensorBytes)
     return make_status(StatusCode::kOutOfMemory, "arena of ", arena_size, " bytes is too large");
+  arena_bytes_.store(arena_size, std::memory_order_relaxed);
+  if (arena_size > arena_peak_bytes_.load(std::memory_order_relaxed))
+    arena_peak_bytes_.store(arena_size, std::memory_order_relaxed);
   if (static_cast<size_t>(arena_size) > arena_capacity_) {
     std::free(arena_);
     size_t cap = std::max<size_t>(64, (static_cast<size_t>(arena_size) + 63) / 64 * 64);
@@ -562,11 +618,23 @@ Status Session::execute() {
       case Opcode::End: return Status::ok();
       case Opcode::CallOp:
         ++stats_.kernel_calls;
-        st = call_op(code[pc + 1]);
+        if (tracing_) {
+          const int64_t t0 = trace_clock_ns();
+          st = call_op(code[pc + 1]);
+          trace_kernel_call(true, code[pc + 1], static_cast<uint32_t>(pc), t0);
+        } else {
+          st = call_op(code[pc + 1]);
+        }
         break;
       case Opcode::RunKernel:
         ++stats_.kernel_calls;
-        st = run_kernel(code[pc + 1]);
+        if (tracing_) {
+          const int64_t t0 = trace_clock_ns();
+          st = run_kernel(code[pc + 1]);
+          trace_kernel_call(false, code[pc + 1], static_cast<uint32_t>(pc), t0);
+        } else {
+          st = run_kernel(code[pc + 1]);
+        }
         break;
       case Opcode::Jump:
         pc = code[pc + 1];
@@ -632,7 +700,16 @@ Status Session::run() {
     for (uint8_t& r : ready_) r = 0;  // a tensor of another program must not look ready
   stop_.begin(options_.deadline_ms);
   stats_ = RunStats{};
-  const int64_t start_ns = collect_stats_ ? stats_clock_ns() : 0;
+  // The one check of the trace flag per run: the pool reads its span pointer once per
+  // parallel_for, execute() this flag once per kernel call.
+  tracing_ = trace_enabled_ && trace_;
+  if (tracing_) {
+    spans_.assign(static_cast<size_t>(pool_.threads()), WorkerSpan{});
+    pool_.set_spans(spans_.data());
+    trace_run_ = trace_->next_run();
+  }
+  // The run counters need the time of every run: two clock reads per run.
+  const int64_t start_ns = stats_clock_ns();
   Status st = [this, start_ns]() -> Status {
     // Bind with the program that ran last (usually the one that runs again), then choose.
     CUVIL_RETURN_IF_ERROR(bind_inputs());
@@ -645,7 +722,18 @@ Status Session::run() {
       }
     }
     CUVIL_RETURN_IF_ERROR(prepare_tensors());
-    if (collect_stats_) stats_.bind_ns = stats_clock_ns() - start_ns;
+    if (collect_stats_ || tracing_) {
+      const int64_t now = stats_clock_ns();
+      if (collect_stats_) stats_.bind_ns = now - start_ns;
+      if (tracing_) {
+        TraceEvent e;
+        e.kind = TraceEvent::Kind::kBind;
+        e.index = trace_run_;
+        e.begin_ns = start_ns;
+        e.end_ns = now;
+        trace_->add(e);
+      }
+    }
     CUVIL_RETURN_IF_ERROR(execute());
     for (uint32_t t : program_->outputs)
       if (!ready_[t])
@@ -660,7 +748,22 @@ Status Session::run() {
     b.bytes = 0;
   }
   for (uint32_t t : program_->inputs) views_[t].data = nullptr;
-  if (collect_stats_) stats_.total_ns = stats_clock_ns() - start_ns;
+  const int64_t end_ns = stats_clock_ns();
+  if (collect_stats_) stats_.total_ns = end_ns - start_ns;
+  if (tracing_) {
+    TraceEvent e;
+    e.kind = TraceEvent::Kind::kRun;
+    e.index = trace_run_;
+    e.begin_ns = start_ns;
+    e.end_ns = end_ns;
+    e.status = static_cast<int32_t>(st.code());
+    trace_->add(e);
+    pool_.set_spans(nullptr);
+    tracing_ = false;
+  }
+  runs_.fetch_add(1, std::memory_order_relaxed);
+  if (!st.is_ok()) failures_.fetch_add(1, std::memory_order_relaxed);
+  run_ns_.fetch_add(end_ns - start_ns, std::memory_order_relaxed);
   stop_.end();
   last_run_ok_ = st.is_ok();
   return st;

@@ -8,6 +8,7 @@
 // has cancelled it.
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <memory>
 #include <string>
@@ -19,6 +20,7 @@
 #include "runtime/package.h"
 #include "runtime/program.h"
 #include "runtime/run_stop.h"
+#include "runtime/trace.h"
 
 namespace cuvil::rt {
 
@@ -35,6 +37,17 @@ struct RunStats {
   int64_t kernel_calls = 0;  // of which CallOp and RunKernel
   // total - bind - kernel: instruction dispatch, checks, storage, the output check.
   int64_t dispatch_ns() const { return total_ns - bind_ns - kernel_ns; }
+};
+
+// Counters over the session's life (cuvil_session_metrics), for servers to export. Atomics:
+// another thread may read them while a run is in progress.
+struct SessionMetrics {
+  int64_t runs = 0;              // runs that ended, successful or not
+  int64_t failures = 0;          // of which failed (incl. deadline and cancellation)
+  int64_t run_ns = 0;            // total time inside run()
+  int64_t arena_bytes = 0;       // arena size the last run needed
+  int64_t arena_peak_bytes = 0;  // the largest arena any run needed
+  int threads = 0;               // the session's threads, the caller included
 };
 
 struct SessionOptions {
@@ -72,6 +85,14 @@ class Session {
   void enable_run_stats(bool on);
   // The last run's statistics (times 0 when disabled), whatever its outcome.
   const RunStats& run_stats() const { return stats_; }
+  // Record a trace of the following runs (on: starts a new, empty recording; off: stops
+  // recording and keeps what was recorded). Call between runs.
+  void enable_trace(bool on);
+  // The Trace Event JSON of the runs recorded since tracing was last enabled; "" when tracing
+  // was never enabled.
+  std::string trace_json() const;
+  // Safe from any thread at any time.
+  SessionMetrics metrics() const;
 
  private:
   Session(std::shared_ptr<const LoadedPackage> package, const SessionOptions& options);
@@ -128,6 +149,14 @@ class Session {
   std::vector<int64_t> dims_scratch_, own_dims_scratch_;  // reused by every run
   bool collect_stats_ = false;
   RunStats stats_;
+  // Tracing: the recording (kept after tracing is turned off, for trace_json), whether to
+  // record (read once per run into tracing_), and the pool's per-thread spans.
+  std::unique_ptr<TraceRecorder> trace_;
+  bool trace_enabled_ = false, tracing_ = false;
+  uint32_t trace_run_ = 0;
+  std::vector<WorkerSpan> spans_;
+  void trace_kernel_call(bool is_op, uint32_t index, uint32_t pc, int64_t begin_ns);
+  std::atomic<int64_t> runs_{0}, failures_{0}, run_ns_{0}, arena_bytes_{0}, arena_peak_bytes_{0};
 
   std::shared_ptr<const LoadedPackage> package_;
   SessionOptions options_;

@@ -7,16 +7,25 @@
 #                     node cases, from PyPI into build/ (a stamp: quick once made)
 #   conformance       the ONNX backend test data end to end (ratchets), the     15 min
 #                     ONNX 1.12 cases and the current wheel's
+#   python            scripts/test_python.sh: fresh venv, pip install . (needs   30 min
+#                     PyPI), pytest python/tests
 #   sanitizer build   the same tree with ASan + UBSan                           25 min
 #   sanitizer         bad-input, runtime, config, pass and fuzz-replay suites   15 min
 #                     under AddressSanitizer + UndefinedBehaviorSanitizer
 #   fuzz smoke        every libFuzzer target for 30 s (scripts/fuzz.sh)        20 min
 # Each stage prints its time; the budgets are far above today's times on a 2-core machine.
-#   usage: scripts/test.sh [--no-sanitizers]
+#   usage: scripts/test.sh [--no-sanitizers] [--no-python]
 set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 sanitizers=1
-[ "${1:-}" = "--no-sanitizers" ] && sanitizers=0
+python=1
+for arg in "$@"; do
+  case "$arg" in
+    --no-sanitizers) sanitizers=0 ;;
+    --no-python) python=0 ;;
+    *) echo "test.sh: unknown argument '$arg'" >&2; exit 2 ;;
+  esac
+done
 
 stage() {
   local name="$1" budget="$2"
@@ -38,18 +47,23 @@ stage unit 600 ctest --test-dir "$here/build" --output-on-failure -j2 -E '^(Conf
 # A pip or generator failure fails the stage with its message.
 stage "onnx wheel cases" 900 bash "$here/tests/onnx_wheel/make_cases.sh" "$here/build"
 stage conformance 900 ctest --test-dir "$here/build" --output-on-failure -j2 -R '^(Conformance|ConformanceShapes|KernelConformance|ConformanceWheel)\.'
+# The Python package: its own build of libcuvil and cuvilc through pip (the first run compiles
+# them; build-python/ keeps the tree for the next), then pytest.
+if [ "$python" -eq 1 ]; then
+  stage python 1800 bash "$here/scripts/test_python.sh"
+fi
 
 if [ "$sanitizers" -eq 1 ]; then
   stage "sanitizer build" 1500 bash "$here/scripts/setup.sh" --build-dir "$here/build-asan" --sanitize address
   # Bad-input tests (ONNX files incl. the cuvilc CLI cases, malformed control flow and the
   # resource caps (BadInputControlFlow, BadInputResourceLimits), packages, run-time inputs, .npy
-  # files, kernel inputs, the attention kernels), cuvil-run, concurrent runs, thread-start failure, the worker pool and run statistics, deadlines and
+  # files, kernel inputs, the attention kernels), cuvil-run (with its traces and reports), concurrent runs, thread-start failure, the worker pool and run statistics, deadlines and
   # cancellation, the config reader, the passes, the fuzz corpora and regressions, the parsers
   # and the atomic output writer under faults (OutputFile: killed writes, full disk). The
   # Conformance suites stay out: too slow for this stage.
   export ASAN_OPTIONS=detect_leaks=0 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
   stage sanitizer 900 ctest --test-dir "$here/build-asan" --output-on-failure -j2 \
-    -R '^(BadInput|BadPackage|Package|Frontend|Symbolic|BadRuntimeInput|BadNpy|BadKernelInput|CliRun|RuntimeConcurrency|ControlFlow|LoopSequences|TfIdfVectorizerKernel|OutputFile|RuntimeThreads|RuntimeDeadline|RuntimeCancel|RuntimeDispatch|RuntimeRunStats|Config|Canonicalize|ShapeArithmetic|PassGolden|FuzzRegressions|LowerGenerators|FusedAttentionKernel|FusedLinearKernel|CliRunFused|FusedPointwiseKernel|QuickGeluConfigs|ModelReferences|FuseAttentionModels)'
+    -R '^(BadInput|BadPackage|Package|Frontend|Symbolic|BadRuntimeInput|BadNpy|BadKernelInput|CliRun|RuntimeConcurrency|ControlFlow|LoopSequences|TfIdfVectorizerKernel|OutputFile|RuntimeThreads|RuntimeDeadline|RuntimeCancel|RuntimeDispatch|RuntimeRunStats|Config|Canonicalize|ShapeArithmetic|PassGolden|FuzzRegressions|LowerGenerators|FusedAttentionKernel|FusedLinearKernel|CliRunFused|FusedPointwiseKernel|QuickGeluConfigs|ModelReferences|FuseAttentionModels|RunTrace|CliRunTrace)'
   unset ASAN_OPTIONS UBSAN_OPTIONS
   # Every target for ~30 s from the in-tree seeds; a finding fails the stage.
   stage "fuzz smoke" 1200 bash "$here/scripts/fuzz.sh" all 30

@@ -5,6 +5,7 @@
 #include <system_error>
 
 #include "runtime/testing_hooks.h"
+#include "runtime/trace.h"
 
 namespace cuvil::rt {
 namespace {
@@ -66,6 +67,7 @@ void ThreadPool::stop_workers() {
 ThreadPool::~ThreadPool() { stop_workers(); }
 
 void ThreadPool::run_chunks(int worker) {
+  if (spans_) return run_chunks_traced(worker, spans_[worker]);
   for (;;) {
     if (stopped_.load(std::memory_order_relaxed)) return;
     if (stop_check_ && stop_check_->should_stop()) {
@@ -75,6 +77,23 @@ void ThreadPool::run_chunks(int worker) {
     int64_t begin = next_.fetch_add(grain_);
     if (begin >= n_) return;
     (*fn_)(begin, std::min(n_, begin + grain_), worker);
+  }
+}
+
+// run_chunks with a clock read around every chunk, into this thread's span.
+void ThreadPool::run_chunks_traced(int worker, WorkerSpan& span) {
+  for (;;) {
+    if (stopped_.load(std::memory_order_relaxed)) return;
+    if (stop_check_ && stop_check_->should_stop()) {
+      stopped_.store(true, std::memory_order_relaxed);
+      return;
+    }
+    int64_t begin = next_.fetch_add(grain_);
+    if (begin >= n_) return;
+    const int64_t t0 = trace_clock_ns();
+    (*fn_)(begin, std::min(n_, begin + grain_), worker);
+    if (span.chunks++ == 0) span.begin_ns = t0;
+    span.end_ns = trace_clock_ns();
   }
 }
 

@@ -17,6 +17,10 @@
 // every chunk, by whichever thread is about to take it; once it answers true no thread takes
 // another chunk of that parallel_for, each finishes the chunk it is in, and parallel_for
 // returns false. The pool never decides why to stop; the owner reports that.
+//
+// Tracing (runtime/trace.h): with spans set, each thread notes, per parallel_for, when it
+// started its first chunk and ended its last into its own WorkerSpan; the pointer is read
+// once per parallel_for by each thread, so without spans no clock is read.
 #pragma once
 
 #include <atomic>
@@ -38,6 +42,12 @@ class StopCheck {
 
  protected:
   ~StopCheck() = default;
+};
+
+// What one thread did in the parallel_fors since its span was last reset (tracing only).
+struct WorkerSpan {
+  int64_t begin_ns = 0, end_ns = 0;  // start of its first chunk, end of its last
+  int64_t chunks = 0;                // 0: it took no chunk
 };
 
 class ThreadPool {
@@ -66,6 +76,11 @@ class ThreadPool {
   // asking should_stop() itself).
   bool parallel_for(int64_t n, int64_t grain, const std::function<void(int64_t, int64_t, int)>& fn);
 
+  // Per-thread spans (threads() entries, indexed by worker) that every following parallel_for
+  // fills in; nullptr = none. Set while no parallel_for runs; the owner resets and reads them
+  // between parallel_fors.
+  void set_spans(WorkerSpan* spans) { spans_ = spans; }
+
   // Pause-instruction turns a waiting thread spins before it sleeps (default kSpinTurns);
   // 0 sleeps at once. Set while no parallel_for runs (tests use 0 to exercise the sleep path).
   static constexpr int kSpinTurns = 1 << 13;
@@ -74,10 +89,12 @@ class ThreadPool {
  private:
   void worker_loop(int index);
   void run_chunks(int worker);
+  void run_chunks_traced(int worker, WorkerSpan& span);
   void stop_workers();
 
   std::vector<std::thread> workers_;
   StopCheck* stop_check_ = nullptr;
+  WorkerSpan* spans_ = nullptr;
   std::atomic<int> spin_turns_{kSpinTurns};
   std::mutex mu_;  // guards only the sleeps: wake_ for workers, done_ for the caller
   std::condition_variable wake_, done_;

@@ -133,6 +133,36 @@ cuvil_status cuvil_session_enable_run_stats(cuvil_session* session, int32_t enab
  * (the counts are always filled in). */
 cuvil_status cuvil_session_get_run_stats(cuvil_session* session, cuvil_run_stats* out_stats);
 
+/* Tracing: with tracing enabled (nonzero; it starts a new, empty recording) each following
+ * run records when it bound its shapes and when each kernel call ran, on the calling thread
+ * and on every worker thread that took part in it. A run reads the flag once when it starts;
+ * with tracing off (the default) nothing is recorded and no clock is read for it. Turning it
+ * off (0) keeps the recording for cuvil_session_write_trace. Call between runs. */
+cuvil_status cuvil_session_enable_trace(cuvil_session* session, int32_t enable);
+/* Writes the recording (the runs since tracing was last enabled) to `path` as Trace Event
+ * JSON, which chrome://tracing and Perfetto (ui.perfetto.dev) open: one track per thread
+ * (tid 0 the caller, w the session's worker w), one slice per kernel call named after the
+ * ONNX node it runs (tile kernels: the last node they run), "run" and "bind" slices per run.
+ * CUVIL_INVALID_ARGUMENT if tracing was never enabled, CUVIL_IO naming the path if it cannot
+ * be written. The file is replaced atomically (written beside it, then renamed). */
+cuvil_status cuvil_session_write_trace(cuvil_session* session, const char* path);
+
+/* Counters over the session's life, for servers to export. Unlike the other session calls,
+ * cuvil_session_get_metrics may be called from any thread at any time (also during a run). */
+typedef struct cuvil_session_metrics {
+  int64_t runs;             /* runs that ended, successful or not */
+  int64_t failures;         /* of which failed (bad input, deadline, cancellation, ...) */
+  int64_t run_ns;           /* total time inside cuvil_session_run */
+  int64_t arena_bytes;      /* the arena the last run needed (it depends on the shapes bound) */
+  int64_t arena_peak_bytes; /* the largest arena any run needed */
+  int32_t threads;          /* the session's threads, the caller included */
+} cuvil_session_metrics;
+cuvil_status cuvil_session_get_metrics(const cuvil_session* session, cuvil_session_metrics* out_metrics);
+
+/* The CPU kernel path this process runs: "portable", "avx2" or "avx512" (runtime/cpu/cpu_features.h;
+ * CUVIL_CPU_PATH forces one). */
+const char* cuvil_cpu_path(void);
+
 #ifdef __cplusplus
 }
 #endif
