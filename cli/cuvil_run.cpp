@@ -169,7 +169,7 @@ int write_report(const std::string& path, const std::string& model_path, const c
   std::string j = "{\n  \"model\": " + json_string(model_path) + ",\n";
   j += "  \"kernel_path\": " + json_string(cuvil_cpu_path()) + ",\n";
   j += "  \"threads\": " + std::to_string(m.threads) + ",\n";
-  j += "  \"bucket\": 0,\n";  // shape buckets do not exist yet: every package has one program
+  j += "  \"bucket\": " + std::to_string(m.bucket) + ",\n";  // the program the last run chose
   j += "  \"inputs\": {";
   bool first = true;
   for (const auto& [name, t] : host) {

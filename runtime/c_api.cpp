@@ -321,6 +321,7 @@ cuvil_status cuvil_session_get_metrics(const cuvil_session* session, cuvil_sessi
   out_metrics->arena_bytes = m.arena_bytes;
   out_metrics->arena_peak_bytes = m.arena_peak_bytes;
   out_metrics->threads = m.threads;
+  out_metrics->bucket = m.bucket;
   return nullptr;
 }
 

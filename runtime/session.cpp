@@ -304,6 +304,7 @@ SessionMetrics Session::metrics() const {
   m.arena_bytes = arena_bytes_.load(std::memory_order_relaxed);
   m.arena_peak_bytes = arena_peak_bytes_.load(std::memory_order_relaxed);
   m.threads = pool_.threads();
+  m.bucket = last_program_.load(std::memory_order_relaxed);
   return m;
 }
 
@@ -721,6 +722,7 @@ Status Session::run() {
         CUVIL_RETURN_IF_ERROR(bind_inputs());
       }
     }
+    last_program_.store(static_cast<int>(active_), std::memory_order_relaxed);
     CUVIL_RETURN_IF_ERROR(prepare_tensors());
     if (collect_stats_ || tracing_) {
       const int64_t now = stats_clock_ns();

@@ -48,6 +48,7 @@ struct SessionMetrics {
   int64_t arena_bytes = 0;       // arena size the last run needed
   int64_t arena_peak_bytes = 0;  // the largest arena any run needed
   int threads = 0;               // the session's threads, the caller included
+  int bucket = 0;                // the program (shape bucket) the last run chose
 };
 
 struct SessionOptions {
@@ -156,6 +157,7 @@ class Session {
   uint32_t trace_run_ = 0;
   std::vector<WorkerSpan> spans_;
   void trace_kernel_call(bool is_op, uint32_t index, uint32_t pc, int64_t begin_ns);
+  std::atomic<int> last_program_{0};  // metrics().bucket
   std::atomic<int64_t> runs_{0}, failures_{0}, run_ns_{0}, arena_bytes_{0}, arena_peak_bytes_{0};
 
   std::shared_ptr<const LoadedPackage> package_;

@@ -272,6 +272,12 @@ TEST_F(CliRun, BucketPrograms) {
     ASSERT_NE(y, nullptr);
     EXPECT_EQ(std::vector<float>(y->as<float>(), y->as<float>() + x.size()), expected_y(x)) << "batch " << batch;
   }
+  // cuvil-run --report names the bucket of the last run.
+  test::write_bytes(tmp_.file("x3.npy"), npy_file("<f4", {3, 3}, raw(std::vector<float>(9, 1.f))));
+  RunResult rr = run_tool(tmp_.path(), CUVIL_RUN,
+                          {pkg_path, "--input", "x=" + tmp_.file("x3.npy"), "--report", tmp_.file("run.json")});
+  ASSERT_EQ(rr.exit_code, 0) << rr.err;
+  EXPECT_MENTIONS(test::read_bytes(tmp_.file("run.json")), "\"bucket\": 1,");
   // Outside the declared range: the usual error, naming the symbol.
   std::vector<float> x(9 * 3, 1.f);
   ASSERT_TRUE(session->set_input(0, DType::Float, {9, 3}, x.data(), x.size() * 4).is_ok());

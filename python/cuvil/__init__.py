@@ -239,7 +239,7 @@ class Session:
 
     def metrics(self) -> Dict[str, int]:
         """Counters over the session's life: runs, failures, run_ns, arena_bytes,
-        arena_peak_bytes, threads. Safe from any thread, also during a run."""
+        arena_peak_bytes, threads, bucket (the program the last run chose). Safe from any thread, also during a run."""
         return dict(self._s.metrics())
 
 

@@ -139,6 +139,7 @@ class Session {
     d["arena_bytes"] = m.arena_bytes;
     d["arena_peak_bytes"] = m.arena_peak_bytes;
     d["threads"] = m.threads;
+    d["bucket"] = m.bucket;
     return d;
   }
 

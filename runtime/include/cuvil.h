@@ -156,6 +156,7 @@ typedef struct cuvil_session_metrics {
   int64_t arena_bytes;      /* the arena the last run needed (it depends on the shapes bound) */
   int64_t arena_peak_bytes; /* the largest arena any run needed */
   int32_t threads;          /* the session's threads, the caller included */
+  int32_t bucket;           /* the package program (shape bucket) the last run used; 0 before any */
 } cuvil_session_metrics;
 cuvil_status cuvil_session_get_metrics(const cuvil_session* session, cuvil_session_metrics* out_metrics);
 
