@@ -20,6 +20,7 @@
 #include "frontend/onnx_import.h"
 #include "ir/printer.h"
 #include "cli/cuvilc_report.h"
+#include "cli/progress.h"
 #include "ir/verifier.h"
 #include "options/compile_options.h"
 #include "passes/infer_shapes.h"
@@ -113,8 +114,10 @@ struct PipelineFlags {
 };
 
 Model load_and_infer(const std::string& path, const CompileOptions& options,
-                     const PipelineFlags& flags = {}, CompileReport* report = nullptr) {
+                     const PipelineFlags& flags = {}, CompileReport* report = nullptr,
+                     Progress* progress = nullptr) {
   auto start = Clock::now();
+  if (progress) progress->show("[1/4] importing " + path);
   Model m = frontend::import_onnx_file(path, import_options(options));
   verify_model(m);
   if (report) {
@@ -127,12 +130,19 @@ Model load_and_infer(const std::string& path, const CompileOptions& options,
   po.context.limits = options.limits;
   po.context.user_patterns = options.patterns;
   po.context.layout = options.layout;
-  if (flags.print_after_all)
+  if (flags.print_after_all) {
+    if (progress) progress->clear();
     po.after_pass = [](const PassRecord& r, const Model& model) {
       std::cerr << "// IR after pass " << r.name << " (nodes " << r.nodes_before << " -> " << r.nodes_after
                 << ")\n"
                 << model_to_string(model);
     };
+  } else if (progress && progress->enabled()) {
+    const size_t total = all_passes().size();
+    po.after_pass = [progress, total, n = size_t{0}](const PassRecord& r, const Model&) mutable {
+      progress->show("[2/4] passes: " + std::to_string(++n) + " of " + std::to_string(total) + " (" + r.name + ")");
+    };
+  }
   start = Clock::now();
   std::vector<PassRecord> records = run_passes(m, po);
   if (report) {
@@ -347,7 +357,9 @@ int run_compile(const std::string& path, std::string emit, std::string output, c
     report.total_ms = ms_since(start);
     if (!report_path.empty()) write_compile_output(report_path, report_to_json(report), reads);
   };
-  Model m = load_and_infer(path, options, flags, &report);
+  Progress progress;
+  Model m = load_and_infer(path, options, flags, &report, &progress);
+  progress.clear();
   // --stop-after is for looking at the IR between passes, also of models cuvil cannot lower yet.
   if (flags.stop_after.empty()) frontend::check_supported(m);
   if (emit == "ir") {
@@ -363,11 +375,18 @@ int run_compile(const std::string& path, std::string emit, std::string output, c
   // One lowering per bucket, with the bucket's ranges: every range-dependent decision (proofs,
   // the memory plan) is made for that bucket. Bucket 0's result is what the report shows.
   std::vector<codegen::LoweredModel> bucket_programs;
+  auto lowering = [&](size_t i) {
+    progress.show("[3/4] lowering" + (buckets.size() > 1 ? " bucket " + std::to_string(i + 1) + " of " +
+                                                           std::to_string(buckets.size())
+                                                     : std::string()));
+  };
   for (size_t i = 1; i < buckets.size(); ++i) {
+    lowering(i);
     Model mb = m;  // shares the graph; only the ranges differ
     for (const auto& [name, r] : buckets[i].ranges) mb.ranges.set(name, r);
     bucket_programs.push_back(codegen::lower_model(mb, lo));
   }
+  lowering(0);
   codegen::LoweredModel lowered = [&] {
     Model m0 = m;
     for (const auto& [name, r] : buckets[0].ranges) m0.ranges.set(name, r);
@@ -382,6 +401,7 @@ int run_compile(const std::string& path, std::string emit, std::string output, c
   report.arena_bytes = lowered.arena_expr;
   report.kernel_nodes = lowered.kernel_nodes;
   report.not_fused = lowered.not_fused;
+  progress.clear();
   if (emit == "bytecode") {
     std::string text = rt::disassemble(lowered.program);
     if (output.empty() || output == "-") std::cout << text;
@@ -395,6 +415,7 @@ int run_compile(const std::string& path, std::string emit, std::string output, c
   // and the runtime's own loader verifies the written bytes, mapped from the temporary.
   std::vector<codegen::BucketProgram> programs{{&lowered, buckets[0]}};
   for (size_t i = 1; i < buckets.size(); ++i) programs.push_back({&bucket_programs[i - 1], buckets[i]});
+  progress.show("[4/4] writing and verifying " + output);
   codegen::PackagePieces pieces = codegen::build_package_pieces(m, programs, passes_summary(report.passes));
   Pieces data{std::string_view(reinterpret_cast<const char*>(pieces.head.data()), pieces.head.size())};
   data.insert(data.end(), pieces.weights.begin(), pieces.weights.end());
@@ -409,6 +430,7 @@ int run_compile(const std::string& path, std::string emit, std::string output, c
   });
   report.package_ms = ms_since(stage);
   report.package_bytes = static_cast<int64_t>(pieces.size);
+  progress.clear();
   finish(output);
   std::cerr << "cuvilc: wrote " << output << " (" << pieces.size << " bytes; " << lowered.fused_kernels
             << " tile kernels fusing " << lowered.fused_nodes << " nodes, " << lowered.call_ops
@@ -458,8 +480,8 @@ int main_impl(int argc, char** argv) {
   compile->add_flag("--no-fusion", compile_settings.no_fusion, "Do not build tile kernels (fused elementwise chains, reductions, MatMul/Gemm, casts): only CallOps");
   compile->add_option("--layout", compile_settings.layout,
                       "Convolution layout: nhwc runs every chain of convolutions channels-last with "
-                      "Transposes at its boundaries; auto only chains of at least 3 convs; nchw "
-                      "(default) none. Config key layout; pass choose-layout.")
+                      "Transposes at its boundaries; auto (default) only chains of at least 3 convs; "
+                      "nchw none. Config key layout; pass choose-layout.")
       ->check(CLI::IsMember({"auto", "nchw", "nhwc"}));
   compile->add_option("--dim", compile_settings.dims, kDimHelp);
   compile->add_option("--buckets", compile_settings.buckets,

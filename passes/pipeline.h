@@ -21,7 +21,7 @@ namespace cuvil {
 struct PassContext {
   CompileLimits limits;
   std::vector<Pattern> user_patterns;  // `patterns:` of the config
-  LayoutChoice layout = LayoutChoice::kNchw;  // `layout:` of the config / --layout
+  LayoutChoice layout = LayoutChoice::kAuto;  // `layout:` of the config / --layout
 };
 
 struct PassInfo {

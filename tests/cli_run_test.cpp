@@ -286,6 +286,26 @@ TEST_F(CliRun, BucketPrograms) {
   EXPECT_MENTIONS(st.message(), "batch");
 }
 
+// cuvilc shows its stages on a terminal (through script(1)'s pseudo-terminal) and clears the
+// line before its summary; without a terminal (every other test) it prints no progress.
+TEST_F(CliRun, CompileProgressOnlyOnATerminal) {
+  if (access("/usr/bin/script", X_OK) != 0) GTEST_SKIP() << "no script(1) to make a terminal";
+  const std::string cmd = test::shell_quote(CUVIL_CUVILC) + " compile " + test::shell_quote(tmp_.file("tiny.onnx")) +
+                          " -o " + test::shell_quote(tmp_.file("p.cuvir")) + " --dim batch=1:8 --buckets batch=2";
+  RunResult t = run_tool(tmp_.path(), "/usr/bin/script", {"-qec", cmd, "/dev/null"});
+  ASSERT_EQ(t.exit_code, 0) << t.out << t.err;
+  EXPECT_MENTIONS(t.out, "cuvilc: [1/4] importing");
+  EXPECT_MENTIONS(t.out, "[2/4] passes: 1 of");
+  EXPECT_MENTIONS(t.out, "[3/4] lowering bucket 2 of 2");
+  EXPECT_MENTIONS(t.out, "[4/4] writing and verifying");
+  EXPECT_MENTIONS(t.out, "\r\033[Kcuvilc: wrote");  // the status line is cleared first
+  RunResult plain = run_tool(tmp_.path(), CUVIL_CUVILC,
+                             {"compile", tmp_.file("tiny.onnx"), "-o", tmp_.file("q.cuvir"), "--dim", "batch=1:8"});
+  ASSERT_EQ(plain.exit_code, 0) << plain.err;
+  EXPECT_EQ(plain.err.find("[1/4]"), std::string::npos) << plain.err;
+  EXPECT_EQ(plain.err.find('\r'), std::string::npos) << plain.err;
+}
+
 TEST_F(CliRun, ThreadsAboveTheCapIsAUsageError) {
   RunResult r = run({"--shape", "x=2x3", "--threads", "1000"});
   EXPECT_EQ(r.exit_code, 2) << r.err;

@@ -26,7 +26,7 @@ TEST(Config, EmptyFileSetsNothing) {
   CompileOptions o = parse_config("", "c.yaml");
   EXPECT_TRUE(o.dims.empty());
   EXPECT_TRUE(o.fusion);
-  EXPECT_EQ(o.layout, LayoutChoice::kNchw);
+  EXPECT_EQ(o.layout, LayoutChoice::kAuto);
   EXPECT_EQ(o.limits.max_nodes, CompileLimits{}.max_nodes);
   o = parse_config("# only a comment\n", "c.yaml");
   EXPECT_TRUE(o.dims.empty());

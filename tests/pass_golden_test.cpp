@@ -53,9 +53,11 @@ TEST(PassGolden, EveryPassHasGoldenCases) {
       std::optional<Model> m = parse_model(read_text(dir + "/" + name), &error);
       ASSERT_TRUE(m.has_value()) << error;
       verify_model(*m);
-      // A case named nhwc_* or auto_* runs with that --layout (passes/choose_layout.h).
+      // A case named nhwc_*, nchw_* or auto_* runs with that --layout (passes/choose_layout.h;
+      // the default is auto).
       PassContext context;
       if (name.rfind("nhwc_", 0) == 0) context.layout = LayoutChoice::kNhwc;
+      if (name.rfind("nchw_", 0) == 0) context.layout = LayoutChoice::kNchw;
       if (name.rfind("auto_", 0) == 0) context.layout = LayoutChoice::kAuto;
       pass.run(*m, context);
       verify_model(*m);
