@@ -909,6 +909,68 @@ void for_each_window(const Window& w, Begin begin, Elem elem, End end) {
 
 namespace {
 
+// MaxPool over one [H, W] plane without indices: exactly what for_each_window computes (taps in
+// kernel order, the first tap inside the input taken, then `v > best`, so a NaN in the first
+// tap stays and later NaNs are skipped; no tap inside gives lowest()), but by output row: the
+// columns whose taps all lie inside the row take the taps one at a time over the whole run of
+// columns (contiguous when the stride is 1), the edge columns one by one.
+void max_pool_2d_plane(const Window& w, const float* xs, float* ys) {
+  const int64_t ih_n = w.in[0], iw_n = w.in[1], oh_n = w.out[0], ow_n = w.out[1];
+  const int64_t kh_n = w.kernel[0], kw_n = w.kernel[1], sh = w.strides[0], sw = w.strides[1];
+  const int64_t dh = w.dilations[0], dw = w.dilations[1], ph = w.pad_begin[0], pw = w.pad_begin[1];
+  // Interior columns: ow * sw - pw >= 0 and ow * sw - pw + (kw_n - 1) * dw < iw_n.
+  int64_t lo = (pw + sw - 1) / sw;
+  const int64_t last = iw_n - 1 - (kw_n - 1) * dw + pw;
+  int64_t hi = last < 0 ? -1 : std::min(ow_n - 1, last / sw);  // inclusive
+  lo = std::min(lo, ow_n);
+  if (hi < lo) hi = lo - 1;
+  std::vector<int64_t> rows;
+  for (int64_t oh = 0; oh < oh_n; ++oh) {
+    float* yr = ys + oh * ow_n;
+    rows.clear();
+    for (int64_t kh = 0; kh < kh_n; ++kh) {
+      const int64_t ih = oh * sh - ph + kh * dh;
+      if (ih >= 0 && ih < ih_n) rows.push_back(ih);
+    }
+    auto edge = [&](int64_t ow) {
+      float best = 0.f;
+      bool any = false;
+      for (int64_t ih : rows)
+        for (int64_t kw = 0; kw < kw_n; ++kw) {
+          const int64_t iw = ow * sw - pw + kw * dw;
+          if (iw < 0 || iw >= iw_n) continue;
+          const float v = xs[ih * iw_n + iw];
+          if (!any || v > best) best = v;
+          any = true;
+        }
+      yr[ow] = any ? best : std::numeric_limits<float>::lowest();
+    };
+    for (int64_t ow = 0; ow < lo; ++ow) edge(ow);
+    for (int64_t ow = hi + 1; ow < ow_n; ++ow) edge(ow);
+    if (hi < lo) continue;
+    if (rows.empty()) {
+      std::fill(yr + lo, yr + hi + 1, std::numeric_limits<float>::lowest());
+      continue;
+    }
+    bool first = true;
+    for (int64_t ih : rows)
+      for (int64_t kw = 0; kw < kw_n; ++kw) {
+        const float* xr = xs + ih * iw_n + kw * dw - pw;
+        if (first) {
+          for (int64_t ow = lo; ow <= hi; ++ow) yr[ow] = xr[ow * sw];
+          first = false;
+        } else if (sw == 1) {
+          for (int64_t ow = lo; ow <= hi; ++ow) yr[ow] = xr[ow] > yr[ow] ? xr[ow] : yr[ow];
+        } else {
+          for (int64_t ow = lo; ow <= hi; ++ow) {
+            const float v = xr[ow * sw];
+            yr[ow] = v > yr[ow] ? v : yr[ow];
+          }
+        }
+      }
+  }
+}
+
 Status pool_kernel(OpContext& ctx, PoolKind kind) {
   const TensorView* x = ctx.input(0);
   if (!x) return ctx.error(StatusCode::kInvalidArgument, "expects input X");
@@ -941,6 +1003,12 @@ Status pool_kernel(OpContext& ctx, PoolKind kind) {
         const C* xs = xp + plane * pin;
         C* ys = yp + plane * pout;
         int64_t* is = ind ? ind->as<int64_t>() + plane * pout : nullptr;
+        if constexpr (std::is_same_v<C, float>) {
+          if (kind == PoolKind::kMax && !is && r == 2) {
+            max_pool_2d_plane(s.w, xs, ys);
+            continue;
+          }
+        }
         if (kind == PoolKind::kMax) {
           C best = C(0);
           int64_t best_at = -1;
