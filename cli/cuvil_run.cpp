@@ -28,9 +28,12 @@
 #include "support/checked.h"
 #include "support/error.h"
 #include "support/file_identity.h"
+#include "support/json_text.h"
 #include "support/output_file.h"
 
 namespace {
+
+using cuvil::json_string;
 
 // Exit codes match cuvilc (docs/cli.md).
 constexpr int kExitUsage = 2, kExitInvalid = 3, kExitIo = 5, kExitRun = 6, kExitInternal = 70;
@@ -134,22 +137,6 @@ void summarize(const cuvil_tensor_info& info, const void* data, size_t bytes) {
     std::cout << "  argmax: " << argmax << "\n";
 }
 
-std::string json_string(const std::string& s) {
-  std::string out = "\"";
-  for (unsigned char c : s) {
-    if (c == '"' || c == '\\') {
-      out += '\\';
-      out += static_cast<char>(c);
-    } else if (c < 0x20) {
-      char buf[8];
-      std::snprintf(buf, sizeof buf, "\\u%04x", c);
-      out += buf;
-    } else {
-      out += static_cast<char>(c);
-    }
-  }
-  return out + "\"";
-}
 
 std::string json_number(double v) {
   char buf[32];

@@ -7,30 +7,10 @@
 #include <chrono>
 #include <cstdio>
 
+#include "support/json_text.h"
+
 namespace cuvil::rt {
 namespace {
-
-void append_escaped(std::string& out, const std::string& s) {
-  out += '"';
-  for (unsigned char c : s) {
-    switch (c) {
-      case '"': out += "\\\""; break;
-      case '\\': out += "\\\\"; break;
-      case '\n': out += "\\n"; break;
-      case '\r': out += "\\r"; break;
-      case '\t': out += "\\t"; break;
-      default:
-        if (c < 0x20) {
-          char buf[8];
-          std::snprintf(buf, sizeof buf, "\\u%04x", c);
-          out += buf;
-        } else {
-          out += static_cast<char>(c);
-        }
-    }
-  }
-  out += '"';
-}
 
 // Microseconds with nanosecond precision: the format's times are in microseconds.
 void append_us(std::string& out, int64_t ns) {
@@ -66,18 +46,18 @@ std::string TraceRecorder::to_json(const std::vector<Program>& programs, int thr
     auto node_args = [&](uint32_t node) {
       const NodeRecord& n = program.nodes[node];
       std::string a = "\"node\":";
-      append_escaped(a, n.name);
+      append_json_string(a, n.name);
       a += ",\"op_type\":";
-      append_escaped(a, n.op_type);
+      append_json_string(a, n.op_type);
       if (!n.domain.empty()) {
         a += ",\"domain\":";
-        append_escaped(a, n.domain);
+        append_json_string(a, n.domain);
       }
       return a;
     };
     auto kernel_args = [&](uint32_t kernel) {
       std::string a = "\"kernel\":";
-      append_escaped(a, program.kernels[kernel].name);
+      append_json_string(a, program.kernels[kernel].name);
       return a;
     };
     switch (e.kind) {
@@ -109,7 +89,7 @@ std::string TraceRecorder::to_json(const std::vector<Program>& programs, int thr
         break;
     }
     out += ",\n{\"name\":";
-    append_escaped(out, name);
+    append_json_string(out, name);
     out += ",\"cat\":\"" + cat + "\",\"ph\":\"X\",\"pid\":1,\"tid\":" + std::to_string(e.tid) + ",\"ts\":";
     append_us(out, e.begin_ns - origin);
     out += ",\"dur\":";
