@@ -63,6 +63,20 @@ TEST(ShapeRulesElementwise, BroadcastIncompatibleConstantsFail) {
   expect_failure(b, "bad_add", "cannot broadcast dimension 3 with 4");
 }
 
+// BitCast (opset 26): same shape, the new type; types of different widths are refused.
+TEST(ShapeRulesElementwise, BitCastKeepsShapeAndNeedsTheSameWidth) {
+  GraphBuilder b;
+  ValueId x = b.input("x", DType::Float, {"batch", 3});
+  ValueId y = b.op("as_i32", OpKind::BitCast, {x}, {{"to", int_attr(6)}});
+  b.infer();
+  EXPECT_EQ(b.v(y).dtype, DType::Int32);
+  EXPECT_EQ(b.dims(y), "[batch, 3]");
+  GraphBuilder bad;
+  ValueId z = bad.input("z", DType::Float, {2});
+  bad.op("as_i64", OpKind::BitCast, {z}, {{"to", int_attr(7)}});
+  expect_failure(bad, "as_i64", "BitCast needs types of the same width: f32 is 32 bits, i64 64");
+}
+
 TEST(ShapeRulesElementwise, LegacyBroadcastKeepsFirstShape) {
   GraphBuilder b;
   ValueId x = b.input("x", DType::Float, {2, 3, 4, 5});

@@ -373,6 +373,17 @@ void infer_cast(InferContext& ctx) { cast_to(ctx, dtype_attr(ctx, "to")); }
 
 void infer_cast_like(InferContext& ctx) { cast_to(ctx, ctx.required_input(1).dtype); }
 
+// BitCast (opset 26): the same bits read as another type of the same width, the same shape.
+void infer_bit_cast(InferContext& ctx) {
+  const Value& x = ctx.required_input(0);
+  const DType to = dtype_attr(ctx, "to");
+  if (to == DType::String || x.dtype == DType::String) ctx.fail("BitCast from or to string is not defined");
+  if (x.dtype != DType::Undefined && dtype_bits(x.dtype) != dtype_bits(to))
+    ctx.fail("BitCast needs types of the same width: ", dtype_name(x.dtype), " is ", dtype_bits(x.dtype),
+             " bits, ", dtype_name(to), " ", dtype_bits(to));
+  ctx.set_output(0, to, x.shape);
+}
+
 void infer_broadcast(InferContext& ctx) {
   const Node& n = ctx.node();
   if (ctx.num_inputs() == 0) ctx.fail("needs at least one input");

@@ -771,6 +771,22 @@ Status kernel_Cast(OpContext& ctx) {
   return cast_to(ctx, *to);
 }
 
+// BitCast(x, to): x's bytes as `to`, a type of the same width (shape unchanged).
+Status kernel_BitCast(OpContext& ctx) {
+  CUVIL_RETURN_IF_ERROR(require_inputs(ctx, 1));
+  const TensorView& x = *ctx.input(0);
+  const int64_t code = ctx.attrs().get_int("to", 0);
+  const auto to = code >= 0 && code <= 1000 ? dtype_from_onnx(static_cast<int32_t>(code)) : std::nullopt;
+  if (!to) return ctx.error(StatusCode::kInvalidArgument, "attribute 'to' has unknown dtype code ", code);
+  if (*to == DType::String || x.dtype == DType::String || dtype_bits(*to) != dtype_bits(x.dtype))
+    return ctx.error(StatusCode::kInvalidArgument, "BitCast needs types of the same width, got ",
+                     dtype_name(x.dtype), " to ", dtype_name(*to));
+  TensorView* y = nullptr;
+  CUVIL_RETURN_IF_ERROR(ctx.allocate_output(0, *to, x.dims, &y));
+  if (x.bytes()) std::memcpy(y->data, x.data, x.bytes());
+  return Status::ok();
+}
+
 Status kernel_CastLike(OpContext& ctx) {
   CUVIL_RETURN_IF_ERROR(require_inputs(ctx, 2));
   return cast_to(ctx, ctx.input(1)->dtype);

@@ -456,8 +456,12 @@ Status kernel_Softmax(OpContext& ctx) { return softmax_kernel<SoftmaxKind::Softm
 Status kernel_LogSoftmax(OpContext& ctx) { return softmax_kernel<SoftmaxKind::LogSoftmax>(ctx); }
 Status kernel_Hardmax(OpContext& ctx) { return softmax_kernel<SoftmaxKind::Hardmax>(ctx); }
 
-// CumSum(x, axis): running sums along axis; `exclusive` shifts by one, `reverse` runs backwards.
-Status kernel_CumSum(OpContext& ctx) {
+namespace {
+
+// CumSum and CumProd(x, axis): running sums (products) along axis; `exclusive` shifts by one
+// (starting from 0, or 1), `reverse` runs backwards. Integers wrap.
+template <bool kProduct>
+Status cumulative(OpContext& ctx) {
   CUVIL_RETURN_IF_ERROR(require_input(ctx, 0));
   CUVIL_RETURN_IF_ERROR(require_input(ctx, 1));
   CUVIL_RETURN_IF_ERROR(require_dtype(ctx, 0, kFloatTypes | kSignedInts | kUnsignedInts));
@@ -486,17 +490,18 @@ Status kernel_CumSum(OpContext& ctx) {
                    [&](int64_t ob, int64_t oe) {
       std::vector<C> acc(static_cast<size_t>(v.inner));
       for (int64_t o = ob; o < oe; ++o) {
-        std::fill(acc.begin(), acc.end(), C(0));
+        std::fill(acc.begin(), acc.end(), C(kProduct ? 1 : 0));
         for (int64_t jj = 0; jj < v.len; ++jj) {
           const int64_t j = reverse ? v.len - 1 - jj : jj;
           const int64_t base = (o * v.len + j) * v.inner;
           for (int64_t i = 0; i < v.inner; ++i) {
             const C c = C(x[base + i]);
+            const auto step = [](C a, C b) { return kProduct ? mul_wrap(a, b) : add_wrap(a, b); };
             if (exclusive) {
               y[base + i] = convert<T>(acc[i]);
-              acc[i] = add_wrap(acc[i], c);
+              acc[i] = step(acc[i], c);
             } else {
-              acc[i] = add_wrap(acc[i], c);
+              acc[i] = step(acc[i], c);
               y[base + i] = convert<T>(acc[i]);
             }
           }
@@ -506,6 +511,11 @@ Status kernel_CumSum(OpContext& ctx) {
   });
   return Status::ok();
 }
+
+}  // namespace
+
+Status kernel_CumSum(OpContext& ctx) { return cumulative<false>(ctx); }
+Status kernel_CumProd(OpContext& ctx) { return cumulative<true>(ctx); }
 
 // Trilu(x, k): keeps the upper (j - i >= k) or lower (j - i <= k) triangle of each matrix.
 Status kernel_Trilu(OpContext& ctx) {
