@@ -375,23 +375,15 @@ int run_compile(const std::string& path, std::string emit, std::string output, c
   // One lowering per bucket, with the bucket's ranges: every range-dependent decision (proofs,
   // the memory plan) is made for that bucket. Bucket 0's result is what the report shows.
   std::vector<codegen::LoweredModel> bucket_programs;
-  auto lowering = [&](size_t i) {
+  for (size_t i = 0; i < buckets.size(); ++i) {
     progress.show("[3/4] lowering" + (buckets.size() > 1 ? " bucket " + std::to_string(i + 1) + " of " +
                                                            std::to_string(buckets.size())
                                                      : std::string()));
-  };
-  for (size_t i = 1; i < buckets.size(); ++i) {
-    lowering(i);
     Model mb = m;  // shares the graph; only the ranges differ
     for (const auto& [name, r] : buckets[i].ranges) mb.ranges.set(name, r);
     bucket_programs.push_back(codegen::lower_model(mb, lo));
   }
-  lowering(0);
-  codegen::LoweredModel lowered = [&] {
-    Model m0 = m;
-    for (const auto& [name, r] : buckets[0].ranges) m0.ranges.set(name, r);
-    return codegen::lower_model(m0, lo);
-  }();
+  codegen::LoweredModel& lowered = bucket_programs.front();
   report.lower_ms = ms_since(stage);
   report.buckets = static_cast<int64_t>(buckets.size());
   report.tile_kernels = lowered.fused_kernels;
@@ -413,8 +405,8 @@ int run_compile(const std::string& path, std::string emit, std::string output, c
   // The weights go from the model's tensors straight into the file (no copy of the package in
   // memory). Before the file replaces `output`, the model is let go (nothing below reads it)
   // and the runtime's own loader verifies the written bytes, mapped from the temporary.
-  std::vector<codegen::BucketProgram> programs{{&lowered, buckets[0]}};
-  for (size_t i = 1; i < buckets.size(); ++i) programs.push_back({&bucket_programs[i - 1], buckets[i]});
+  std::vector<codegen::BucketProgram> programs;
+  for (size_t i = 0; i < buckets.size(); ++i) programs.push_back({&bucket_programs[i], buckets[i]});
   progress.show("[4/4] writing and verifying " + output);
   codegen::PackagePieces pieces = codegen::build_package_pieces(m, programs, passes_summary(report.passes));
   Pieces data{std::string_view(reinterpret_cast<const char*>(pieces.head.data()), pieces.head.size())};
@@ -423,8 +415,7 @@ int run_compile(const std::string& path, std::string emit, std::string output, c
   write_file_atomically(output, data, [&](int fd, uint64_t size) {
     CUVIL_ASSERT(size == pieces.size, "wrote " << size << " package bytes of " << pieces.size);
     pieces.weights.clear();
-    lowered.weight_pieces.clear();
-    bucket_programs.clear();
+    for (codegen::LoweredModel& l : bucket_programs) l.weight_pieces.clear();
     m = Model{};
     verify_written_package(fd, size);
   });

@@ -308,6 +308,17 @@ SessionMetrics Session::metrics() const {
   return m;
 }
 
+// A slice of the caller's track for this run (kRun, kBind).
+void Session::trace_run_span(TraceEvent::Kind kind, int64_t begin_ns, int64_t end_ns, int32_t status) {
+  TraceEvent e;
+  e.kind = kind;
+  e.index = trace_run_;
+  e.begin_ns = begin_ns;
+  e.end_ns = end_ns;
+  e.status = status;
+  trace_->add(e);
+}
+
 // One kernel call's slices: the caller's from begin_ns to now, and one per worker that took
 // chunks in it (worker spans are reset here for the next call).
 void Session::trace_kernel_call(bool is_op, uint32_t index, uint32_t pc, int64_t begin_ns) {
@@ -697,8 +708,6 @@ Status Session::stopped_at(size_t pc, const char* before_or_in) const {
 Status Session::run() {
   last_run_ok_ = false;
   eval_->reset();
-  if (states_.size() > 1)
-    for (uint8_t& r : ready_) r = 0;  // a tensor of another program must not look ready
   stop_.begin(options_.deadline_ms);
   stats_ = RunStats{};
   // The one check of the trace flag per run: the pool reads its span pointer once per
@@ -727,14 +736,7 @@ Status Session::run() {
     if (collect_stats_ || tracing_) {
       const int64_t now = stats_clock_ns();
       if (collect_stats_) stats_.bind_ns = now - start_ns;
-      if (tracing_) {
-        TraceEvent e;
-        e.kind = TraceEvent::Kind::kBind;
-        e.index = trace_run_;
-        e.begin_ns = start_ns;
-        e.end_ns = now;
-        trace_->add(e);
-      }
+      if (tracing_) trace_run_span(TraceEvent::Kind::kBind, start_ns, now, 0);
     }
     CUVIL_RETURN_IF_ERROR(execute());
     for (uint32_t t : program_->outputs)
@@ -753,13 +755,7 @@ Status Session::run() {
   const int64_t end_ns = stats_clock_ns();
   if (collect_stats_) stats_.total_ns = end_ns - start_ns;
   if (tracing_) {
-    TraceEvent e;
-    e.kind = TraceEvent::Kind::kRun;
-    e.index = trace_run_;
-    e.begin_ns = start_ns;
-    e.end_ns = end_ns;
-    e.status = static_cast<int32_t>(st.code());
-    trace_->add(e);
+    trace_run_span(TraceEvent::Kind::kRun, start_ns, end_ns, static_cast<int32_t>(st.code()));
     pool_.set_spans(nullptr);
     tracing_ = false;
   }

@@ -157,6 +157,7 @@ class Session {
   uint32_t trace_run_ = 0;
   std::vector<WorkerSpan> spans_;
   void trace_kernel_call(bool is_op, uint32_t index, uint32_t pc, int64_t begin_ns);
+  void trace_run_span(TraceEvent::Kind kind, int64_t begin_ns, int64_t end_ns, int32_t status);
   std::atomic<int> last_program_{0};  // metrics().bucket
   std::atomic<int64_t> runs_{0}, failures_{0}, run_ns_{0}, arena_bytes_{0}, arena_peak_bytes_{0};
 

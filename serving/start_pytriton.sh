@@ -7,22 +7,9 @@
 #   usage: serving/start_pytriton.sh [PACKAGE.cuvir] [pytriton_serve.py options]
 set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
-venv="$here/build/triton-venv"
-py=/usr/bin/python3
-[ -x "$py" ] || py="$(command -v python3)"
-if [ ! -x "$venv/bin/python" ] || ! "$venv/bin/python" -c 'import cuvil, pytriton' 2>/dev/null; then
-  "$py" -m venv --system-site-packages "$venv"
-  export SKBUILD_BUILD_DIR="$here/build-python"
-  "$venv/bin/python" -m pip install --quiet --disable-pip-version-check "$here" "nvidia-pytriton>=0.7"
-fi
-package="${1:-}"
-if [ -z "$package" ] || [ "${package#--}" != "$package" ]; then
-  package="$here/build/digits-serve.cuvir"
-  "$venv/bin/python" -c "import cuvil, sys; cuvil.compile(sys.argv[1], sys.argv[2], dim={'batch': '1:256'})" \
-    "$here/examples/digits/digits.onnx" "$package"
-else
-  shift
-fi
+. "$here/serving/common.sh"
+serving_setup triton-venv pytriton "nvidia-pytriton>=0.7" "${1:-}"
+[ "$package_args" -eq 1 ] && shift
 # Debian's python first on PATH for Triton's Python stub, whatever the caller's PATH says.
 export PATH="$venv/bin:/usr/bin:$PATH"
 exec "$venv/bin/python" "$here/serving/pytriton_serve.py" "$package" "$@"
