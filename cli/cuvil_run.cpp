@@ -36,12 +36,14 @@ namespace {
 using cuvil::json_string;
 
 // Exit codes match cuvilc (docs/cli.md).
-constexpr int kExitUsage = 2, kExitInvalid = 3, kExitIo = 5, kExitRun = 6, kExitInternal = 70;
+constexpr int kExitUsage = 2, kExitInvalid = 3, kExitUnsupported = 4, kExitIo = 5, kExitRun = 6,
+              kExitInternal = 70;
 
 int status_exit(cuvil_status st) {
   switch (cuvil_status_code_of(st)) {
     case CUVIL_INVALID_ARGUMENT: case CUVIL_SHAPE: return kExitUsage;
     case CUVIL_INVALID_PACKAGE: return kExitInvalid;
+    case CUVIL_UNSUPPORTED: return kExitUnsupported;
     case CUVIL_IO: return kExitIo;
     default: return kExitRun;
   }
@@ -156,6 +158,9 @@ int write_report(const std::string& path, const std::string& model_path, const c
   std::string j = "{\n  \"model\": " + json_string(model_path) + ",\n";
   j += "  \"kernel_path\": " + json_string(cuvil_cpu_path()) + ",\n";
   j += "  \"threads\": " + std::to_string(m.threads) + ",\n";
+  j += std::string("  \"device\": ") + (cuvil_session_device(session) == CUVIL_DEVICE_CUDA ? "\"cuda\"" : "\"cpu\"") +
+       ",\n";
+  j += "  \"device_note\": " + json_string(cuvil_session_device_note(session)) + ",\n";
   j += "  \"bucket\": " + std::to_string(m.bucket) + ",\n";  // the program the last run chose
   j += "  \"inputs\": {";
   bool first = true;
@@ -197,13 +202,15 @@ int write_report(const std::string& path, const std::string& model_path, const c
 
 int run_main(int argc, char** argv) {
   CLI::App app{"cuvil-run: run a compiled cuvil package (.cuvir) on the CPU.\n"
-               "Exit codes: 0 success, 2 bad input/shape, 3 invalid package, 5 I/O, 6 run failed\n"
+               "Exit codes: 0 success, 2 bad input/shape, 3 invalid package, 4 unsupported (--device cuda\n"
+               "without a usable GPU), 5 I/O, 6 run failed\n"
                "(also: deadline passed, a worker thread could not start)."};
   std::string model_path, output_dir, trace_path, report_path;
   std::vector<std::string> inputs, shapes;
   int threads = 0, bench = 0, warmup = 3;
   uint64_t seed = 1;
   int64_t deadline_ms = 0;
+  std::string device = "auto";
   app.add_option("model", model_path, "Compiled package (.cuvir)")->required();
   app.add_option("--input", inputs, "name=path: input from a .npy or ONNX TensorProto .pb file (repeatable)");
   app.add_option("--shape", shapes, "name=1x128: random input of this shape for an input not given by --input "
@@ -214,6 +221,11 @@ int run_main(int argc, char** argv) {
   app.add_option("--threads", threads, "Worker threads, the calling one included: 0 = all cores, at most " +
                                          std::to_string(CUVIL_MAX_THREADS))
       ->check(CLI::NonNegativeNumber);
+  app.add_option("--device", device,
+                 "cpu, cuda or auto (default): cuda needs the NVIDIA driver, a device of sm_80 or newer and a "
+                 "package with PTX, and exits 4 with the reason when one is missing; auto runs on the CPU then. "
+                 "This version runs every package on the CPU (GPU execution is not implemented yet).")
+      ->check(CLI::IsMember({"cpu", "cuda", "auto"}));
   app.add_option("--bench", bench, "Time N runs; print p50/p90/p99 latency and runs per second, then the per-run overhead (set inputs, bind shapes, dispatch) of N more runs")->check(CLI::NonNegativeNumber);
   app.add_option("--warmup", warmup, "Untimed runs before --bench (default 3)")->check(CLI::NonNegativeNumber);
   app.add_option("--seed", seed, "Seed for random inputs (default 1)");
@@ -248,6 +260,7 @@ int run_main(int argc, char** argv) {
   cuvil_session_options_init(&opts);
   opts.threads = threads;
   opts.deadline_ms = deadline_ms;
+  opts.device = device == "cuda" ? CUVIL_DEVICE_CUDA : device == "cpu" ? CUVIL_DEVICE_CPU : CUVIL_DEVICE_AUTO;
   cuvil_session* session = nullptr;
   if (cuvil_status st = cuvil_session_create(model, &opts, &session)) {
     cuvil_model_release(model);

@@ -209,6 +209,7 @@ void cuvil_session_options_init(cuvil_session_options* options) {
   if (!options) return;
   options->threads = 0;
   options->deadline_ms = 0;
+  options->device = CUVIL_DEVICE_CPU;
 }
 
 cuvil_status cuvil_session_create(cuvil_model* model, const cuvil_session_options* options,
@@ -220,8 +221,12 @@ cuvil_status cuvil_session_create(cuvil_model* model, const cuvil_session_option
     if (options) {
       if (options->threads < 0 || options->deadline_ms < 0)
         return make(CUVIL_INVALID_ARGUMENT, "session options: threads and deadline_ms must be >= 0");
+      if (options->device < CUVIL_DEVICE_CPU || options->device > CUVIL_DEVICE_AUTO)
+        return make(CUVIL_INVALID_ARGUMENT, "session options: device = " + std::to_string(options->device) +
+                                                " is not a cuvil_device (0 cpu, 1 cuda, 2 auto)");
       o.threads = options->threads;
       o.deadline_ms = options->deadline_ms;
+      o.device = static_cast<cuvil::rt::Device>(options->device);
     }
     auto s = std::make_unique<cuvil_session_s>();
     DefaultFloatEnvironment fenv;
@@ -232,6 +237,15 @@ cuvil_status cuvil_session_create(cuvil_model* model, const cuvil_session_option
 }
 
 void cuvil_session_release(cuvil_session* session) { delete session; }
+
+cuvil_device cuvil_session_device(const cuvil_session* session) {
+  if (!session) return CUVIL_DEVICE_CPU;
+  return static_cast<cuvil_device>(session->session->device());
+}
+
+const char* cuvil_session_device_note(const cuvil_session* session) {
+  return session ? session->session->device_note().c_str() : "";
+}
 
 cuvil_status cuvil_session_set_input(cuvil_session* session, const char* name, cuvil_dtype dtype,
                                      int32_t rank, const int64_t* dims, const void* data, size_t bytes) {

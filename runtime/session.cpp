@@ -9,6 +9,7 @@
 #include <thread>
 
 #include "runtime/cpu/tile_interpreter.h"
+#include "runtime/cuda/driver.h"
 #include "runtime/testing_hooks.h"
 #include "support/checked.h"
 
@@ -261,6 +262,23 @@ size_t Session::select_program() const {
   return guards.size() - 1;
 }
 
+// Whether a session on this package could run on CUDA; the status says why not. The driver is
+// opened at run time (runtime/cuda/driver.h), so this answers on machines without one too.
+// Running programs on the GPU (the PTX megakernel, issue 12) is not in this runtime yet, so
+// today every path ends in kUnsupported with the first reason that applies.
+static Status cuda_usable(const LoadedPackage& package) {
+  const cuda::DeviceInfo& info = cuda::probe();
+  if (!info.usable) return Status(StatusCode::kUnsupported, "device cuda: " + info.reason);
+  bool has_ptx = false;
+  for (const SectionEntry& e : package.sections())
+    if (e.kind == static_cast<uint32_t>(SectionKind::PTX)) has_ptx = true;
+  if (!has_ptx)
+    return Status(StatusCode::kUnsupported,
+                  "device cuda: the package has no PTX section (the megakernel for " + info.name + ")");
+  return Status(StatusCode::kUnsupported, "device cuda: " + info.name +
+                                              " found, but this runtime cannot run programs on CUDA yet");
+}
+
 Status Session::create(std::shared_ptr<const LoadedPackage> package, const SessionOptions& options,
                        std::unique_ptr<Session>* out) {
   out->reset();
@@ -271,7 +289,14 @@ Status Session::create(std::shared_ptr<const LoadedPackage> package, const Sessi
   if (options.deadline_ms < 0)
     return make_status(StatusCode::kInvalidArgument, "session options: deadline_ms = ", options.deadline_ms,
                        " is negative");
+  std::string why_not_cuda;
+  if (options.device != Device::kCpu) {
+    Status cuda = cuda_usable(*package);
+    if (options.device == Device::kCuda && !cuda.is_ok()) return cuda;
+    why_not_cuda = cuda.message();
+  }
   std::unique_ptr<Session> s(new Session(std::move(package), options));
+  s->device_note_ = std::move(why_not_cuda);
   const int threads =
       options.threads > 0
           ? options.threads

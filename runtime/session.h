@@ -51,9 +51,14 @@ struct SessionMetrics {
   int bucket = 0;                // the program (shape bucket) the last run chose
 };
 
+// Where a session runs (cuvil_device in the C API). kAuto takes CUDA when the driver, a device
+// and the package allow it, else the CPU, keeping the reason (Session::device_note).
+enum class Device { kCpu = 0, kCuda = 1, kAuto = 2 };
+
 struct SessionOptions {
   int threads = 0;          // in [0, kMaxSessionThreads]; 0 = hardware concurrency, capped
   int64_t deadline_ms = 0;  // 0 = none
+  Device device = Device::kCpu;
 };
 
 class Session {
@@ -94,6 +99,10 @@ class Session {
   std::string trace_json() const;
   // Safe from any thread at any time.
   SessionMetrics metrics() const;
+  // The device the session runs on (never kAuto) and, when kAuto chose the CPU, why CUDA was
+  // not taken ("" otherwise).
+  Device device() const { return device_; }
+  const std::string& device_note() const { return device_note_; }
 
  private:
   Session(std::shared_ptr<const LoadedPackage> package, const SessionOptions& options);
@@ -163,6 +172,8 @@ class Session {
 
   std::shared_ptr<const LoadedPackage> package_;
   SessionOptions options_;
+  Device device_ = Device::kCpu;
+  std::string device_note_;
   RunStop stop_;     // before pool_: the pool asks it, so it must outlive the workers
   ThreadPool pool_;
 

@@ -618,7 +618,14 @@ TEST_F(BadRuntimeInput, NullArgumentsToEveryApiFunction) {
   cuvil_session_options_init(&opts);
   opts.deadline_ms = -5;
   EXPECT_TRUE(Fails(cuvil_session_create(model_.get(), &opts, &s), CUVIL_INVALID_ARGUMENT, {"deadline_ms"}));
+  cuvil_session_options_init(&opts);
+  EXPECT_EQ(opts.device, CUVIL_DEVICE_CPU);
+  opts.device = 7;
+  EXPECT_TRUE(Fails(cuvil_session_create(model_.get(), &opts, &s), CUVIL_INVALID_ARGUMENT, {"device = 7"}));
+  EXPECT_EQ(cuvil_session_device(nullptr), CUVIL_DEVICE_CPU);
+  EXPECT_STREQ(cuvil_session_device_note(nullptr), "");
   ASSERT_TRUE(Ok(cuvil_session_create(model_.get(), nullptr, &s)));  // NULL options = defaults
+  EXPECT_EQ(cuvil_session_device(s), CUVIL_DEVICE_CPU);
   SessionPtr owned(s);
   cuvil_session_release(nullptr);
 

@@ -72,6 +72,17 @@ cuvil_status cuvil_model_output_info(const cuvil_model* model, size_t index, cuv
 /* The most threads a session may have (the caller included); more is CUVIL_INVALID_ARGUMENT. */
 #define CUVIL_MAX_THREADS 256
 
+/* Where a session runs. AUTO takes CUDA when the NVIDIA driver (opened at run time, never
+ * linked), a device of sm_80 or newer and the package's PTX megakernel allow it, and the CPU
+ * otherwise (cuvil_session_device_note says why). CUDA fails session creation with
+ * CUVIL_UNSUPPORTED and a one-line reason when it cannot be used. This runtime cannot run
+ * programs on CUDA yet (docs/security.md, "Devices"), so today AUTO always means the CPU. */
+typedef enum cuvil_device {
+  CUVIL_DEVICE_CPU = 0,
+  CUVIL_DEVICE_CUDA = 1,
+  CUVIL_DEVICE_AUTO = 2,
+} cuvil_device;
+
 typedef struct cuvil_session_options {
   /* Worker threads incl. the caller, in [0, CUVIL_MAX_THREADS]; 0 = all cores (at most
    * CUVIL_MAX_THREADS). */
@@ -81,6 +92,8 @@ typedef struct cuvil_session_options {
    * takes (docs/security.md, "Runtime: threads, deadlines, cancellation"), so a run ends
    * at most about one chunk per thread past the deadline. */
   int64_t deadline_ms;
+  /* A cuvil_device; cuvil_session_options_init sets CUVIL_DEVICE_CPU. */
+  int32_t device;
 } cuvil_session_options;
 void cuvil_session_options_init(cuvil_session_options* options);
 
@@ -89,6 +102,10 @@ void cuvil_session_options_init(cuvil_session_options* options);
  * stopped again and *out_session NULL. */
 cuvil_status cuvil_session_create(cuvil_model* model, const cuvil_session_options* options,
                                   cuvil_session** out_session);
+/* The device the session runs on (never CUVIL_DEVICE_AUTO), and, when AUTO chose the CPU,
+ * why CUDA was not taken ("" otherwise; valid as long as the session). */
+cuvil_device cuvil_session_device(const cuvil_session* session);
+const char* cuvil_session_device_note(const cuvil_session* session);
 /* Not while a cuvil_session_cancel on it may still be running on another thread. */
 void cuvil_session_release(cuvil_session* session);
 
