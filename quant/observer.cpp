@@ -66,8 +66,9 @@ double Observer::threshold_entropy() const {
   int best = kHistogramBins;
   std::vector<double> p(kHistogramBins), q(kHistogramBins);
   for (int i = kLevels; i <= kHistogramBins; ++i) {
-    // p: the first i bins with everything beyond folded into the last; q: p's first i bins
-    // merged into kLevels groups and spread back over the non-empty bins of each group.
+    // p: the first i bins with everything beyond folded into the last; q: the first i bins
+    // (without the clipped values) merged into kLevels groups and spread back evenly over the
+    // non-empty bins of each group.
     std::copy(hist_.begin(), hist_.begin() + i, p.begin());
     double outliers = 0;
     for (int k = i; k < kHistogramBins; ++k) outliers += hist_[k];
@@ -87,18 +88,15 @@ double Observer::threshold_entropy() const {
       for (int k = start; k < stop; ++k)
         if (hist_[k] != 0) q[k] = sum / nonzero;
     }
-    double psum = 0, qsum = 0;
-    for (int k = 0; k < i; ++k) {
-      psum += p[k];
-      qsum += q[k];
-    }
-    if (psum <= 0 || qsum <= 0) continue;
+    // Both are normalised by the total count, not q by its own sum as TensorRT does: the
+    // clipped mass then counts as divergence (at least -log(1 - clipped fraction)), where
+    // renormalising makes a clip that leaves a single non-empty bin look perfect (it does on
+    // discrete data such as 4-bit pixels or a ReLU's exact zeros).
     double kl = 0;
     for (int k = 0; k < i; ++k) {
       if (p[k] <= 0) continue;
-      const double pk = p[k] / psum;
-      // A bin p has and q lacks (only the last, where outliers were folded in): smoothed.
-      const double qk = q[k] > 0 ? q[k] / qsum : 1e-4 / qsum;
+      const double pk = p[k] / total;
+      const double qk = (q[k] > 0 ? q[k] : 1e-4) / total;  // a bin only p has (the fold): smoothed
       kl += pk * std::log(pk / qk);
     }
     if (kl < best_kl) {

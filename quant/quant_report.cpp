@@ -20,7 +20,7 @@ std::string num(double v, const char* fmt = "%.4g") {
 }
 
 std::string line(const LayerError& e) {
-  char buf[64];
+  char buf[160];
   std::snprintf(buf, sizeof buf, "SQNR %6.2f dB, cosine %.6f, rel L2 %.4g", e.sqnr_db, e.cosine, e.rel_l2);
   return e.op + " '" + e.node + "': " + buf;
 }
