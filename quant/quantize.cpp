@@ -383,12 +383,16 @@ onnx::ModelProto build_qdq(const onnx::ModelProto& model, const std::vector<Laye
       TensorProto qb = scalar_or_vector(bbase + "_quantized", TensorProto::INT32, bq, true);
       *g->add_initializer() = qb;
       taken_names.insert(qb.name());
-      *g->add_initializer() = scalar_or_vector(bbase + "_quantized_scale", TensorProto::FLOAT, bs, true);
+      // Per-tensor weights (also every opset below 13, which has no axis) give one bias scale.
+      const bool per_channel = l.weight_axis >= 0;
+      if (!per_channel) bs.resize(1);
+      *g->add_initializer() = scalar_or_vector(bbase + "_quantized_scale", TensorProto::FLOAT, bs, per_channel);
       *g->add_initializer() = scalar_or_vector(bbase + "_quantized_zero_point", TensorProto::INT32,
-                                               std::vector<double>(bs.size(), 0.0), true);
+                                               std::vector<double>(bs.size(), 0.0), per_channel);
       const std::string dq = bbase + "_DequantizeLinear_Output";
       prefix.push_back(qdq_node("DequantizeLinear", bbase + "_DequantizeLinear",
-                                {qb.name(), bbase + "_quantized_scale", bbase + "_quantized_zero_point"}, dq, 0));
+                                {qb.name(), bbase + "_quantized_scale", bbase + "_quantized_zero_point"}, dq,
+                                per_channel ? 0 : -1));
       rewired[l.node][2] = dq;
       replaced_weights.insert(l.bias);
     }
@@ -481,6 +485,14 @@ const float* float_output(PackageRunner& r, const CalibrationSample& s, const st
   return static_cast<const float*>(p);
 }
 
+// "[=========           ] 45 of 100" for the progress line.
+std::string bar(size_t done, size_t total) {
+  constexpr size_t kWidth = 20;
+  const size_t filled = total ? done * kWidth / total : kWidth;
+  return "[" + std::string(filled, '=') + std::string(kWidth - filled, ' ') + "] " + std::to_string(done) + " of " +
+         std::to_string(total);
+}
+
 }  // namespace
 
 onnx::ModelProto read_model_proto(const std::string& path) {
@@ -533,8 +545,8 @@ QuantizeResult quantize_model(const onnx::ModelProto& model, const QuantizeReque
     const int passes = need_hist ? 2 : 1;
     for (int pass = 0; pass < passes; ++pass)
       for (size_t s = 0; s < samples.size(); ++s) {
-        say("calibration" + std::string(passes > 1 ? (pass ? " (histograms)" : " (ranges)") : "") + ": sample " +
-            std::to_string(s + 1) + " of " + std::to_string(samples.size()));
+        say("calibration" + std::string(passes > 1 ? (pass ? " (histograms)" : " (ranges)") : "") + ": samples " +
+            bar(s + 1, samples.size()));
         floats.run(samples[s], ins);
         for (const std::string& a : observed) {
           int64_t n = 0;
@@ -573,7 +585,7 @@ QuantizeResult quantize_model(const onnx::ModelProto& model, const QuantizeReque
       PackageRunner floats(with_outputs(model, outs), req, "float");
       PackageRunner quant(with_outputs(result.qdq, outs), req, "quantized");
       for (size_t s = 0; s < samples.size(); ++s) {
-        say("error report: sample " + std::to_string(s + 1) + " of " + std::to_string(samples.size()));
+        say("error report: samples " + bar(s + 1, samples.size()));
         floats.run(samples[s], ins);
         quant.run(samples[s], ins);
         for (const std::string& name : outs) {

@@ -31,8 +31,8 @@ std::vector<float> randn(size_t n, uint32_t seed, float sd = 1.0f) {
 }
 
 // x [batch, 4] -> MatMul "mm" (W1 [4, 8]) -> Relu -> Gemm "fc" (W2 [6, 8], transB, bias [6]) -> y
-onnx::ModelProto mlp() {
-  onnx::ModelProto m = test::make_model(17);
+onnx::ModelProto mlp(int64_t opset = 17) {
+  onnx::ModelProto m = test::make_model(opset);
   auto* g = m.mutable_graph();
   test::add_input(g, "x", onnx::TensorProto::FLOAT, {"batch", 4});
   test::add_output(g, "y", onnx::TensorProto::FLOAT, {"batch", 6});
@@ -191,6 +191,19 @@ TEST(QuantQdq, PerTensorWeightsAndSymmetricActivations) {
   EXPECT_EQ(init(g, "W1_scale")->dims_size(), 0);
   EXPECT_EQ(axis_of(*producer(g, "W1_DequantizeLinear_Output")), -99);
   EXPECT_EQ(init(g, "x_zero_point")->data_type(), onnx::TensorProto::INT8);
+  ASSERT_EQ(r.layers.size(), 2u);
+  EXPECT_GT(r.layers[1].sqnr_db, 20.0);
+}
+
+TEST(QuantQdq, OpsetsBelow13GetPerTensorScales) {
+  TempDir d;
+  write_calib(d.path());
+  const quant::QuantizeResult r = quantize(mlp(12), d.path());
+  const onnx::GraphProto& g = r.qdq.graph();
+  EXPECT_EQ(init(g, "W2_scale")->dims_size(), 0);
+  EXPECT_EQ(axis_of(*producer(g, "W2_DequantizeLinear_Output")), -99);
+  EXPECT_EQ(init(g, "B2_quantized_scale")->dims_size(), 0);
+  EXPECT_EQ(axis_of(*producer(g, "B2_DequantizeLinear_Output")), -99);
   ASSERT_EQ(r.layers.size(), 2u);
   EXPECT_GT(r.layers[1].sqnr_db, 20.0);
 }
