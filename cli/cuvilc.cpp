@@ -49,7 +49,7 @@ constexpr const char* kDimHelp =
     "that `cuvilc inspect` lists. Repeatable.";
 
 constexpr const char* kConfigHelp =
-    "YAML config file with cuvilc's settings (dims, buckets, fusion, layout, limits, patterns; docs/config.md). Options "
+    "YAML config file with cuvilc's settings (dims, buckets, fusion, layout, limits, patterns, quantize; docs/config.md). Options "
     "given on the command line override the same keys.";
 
 // The settings of one invocation: the config file first, then the command line over it.

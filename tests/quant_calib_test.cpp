@@ -211,7 +211,9 @@ TEST(QuantObserver, HistogramMethodsClipAnOutlier) {
   for (CalibrationMethod m : {CalibrationMethod::kPercentile, CalibrationMethod::kEntropy, CalibrationMethod::kMse}) {
     double lo, hi;
     o.choose_range(m, q, &lo, &hi);
-    EXPECT_LT(hi, 10.0) << calibration_method_name(m);
+    // MSE weighs the outlier's clipping error squared ((40 - t)^2 against 1e5 values' rounding
+    // noise), so its optimum clips less: about 27 here.
+    EXPECT_LT(hi, m == CalibrationMethod::kMse ? 30.0 : 10.0) << calibration_method_name(m);
     EXPECT_GT(hi, 2.0) << calibration_method_name(m);
     EXPECT_EQ(lo, -hi) << calibration_method_name(m);  // two-sided data: symmetric clip of |x|
   }

@@ -2,6 +2,7 @@
 // digits CNN write the QDQ model, the SVG heatmap, the JSON report and the package report
 // that `cuvilc inspect` prints; their usage errors; the config's `quantize:` section.
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include "onnx_builder.h"
 #include "options/compile_options.h"
@@ -73,7 +74,7 @@ TEST(QuantCli, QuantizeNeedsCalibrationData) {
   const auto r = cuvilc(d, {"compile", kDigits, "--quantize", "w8a8", "-o", d.file("q.cuvir")});
   EXPECT_EQ(r.exit_code, 2);
   EXPECT_NE(r.err.find("quantizing needs calibration data: give --calib DIR"), std::string::npos) << r.err;
-  EXPECT_FALSE(test::read_bytes(d.file("q.cuvir")).size());
+  EXPECT_NE(::access(d.file("q.cuvir").c_str(), F_OK), 0) << "nothing is written";
 }
 
 TEST(QuantCli, QuantReportNeedsQuantize) {
