@@ -208,6 +208,26 @@ TEST(QuantQdq, OpsetsBelow13GetPerTensorScales) {
   EXPECT_GT(r.layers[1].sqnr_db, 20.0);
 }
 
+// A float16 layer stays as it is, listed with why; the float32 layer next to it is quantized.
+TEST(QuantQdq, LayerThatCannotBeQuantizedIsListedNotAnError) {
+  onnx::ModelProto m = mlp();
+  auto* g = m.mutable_graph();
+  std::vector<uint16_t> half(4 * 4, 0x3c00);  // 1.0 in float16
+  *g->add_initializer() = test::make_raw_tensor("W16", onnx::TensorProto::FLOAT16, {4, 4}, test::raw_of(half));
+  auto* cast = test::add_node(g, "Cast", {"x"}, {"x16"}, "to16");
+  test::set_attr_int(cast, "to", onnx::TensorProto::FLOAT16);
+  test::add_node(g, "MatMul", {"x16", "W16"}, {"h16"}, "mm16");
+  test::add_output(g, "h16", onnx::TensorProto::FLOAT16, {"batch", 4});
+  TempDir d;
+  write_calib(d.path());
+  const quant::QuantizeResult r = quantize(m, d.path());
+  ASSERT_EQ(r.not_quantized.size(), 1u);
+  EXPECT_EQ(r.not_quantized[0].first, "mm16");
+  EXPECT_EQ(r.not_quantized[0].second, "weight 'W16' is not float32");
+  EXPECT_EQ(r.layers.size(), 2u);
+  EXPECT_EQ(node_named(r.qdq.graph(), "mm16")->input(1), "W16");
+}
+
 TEST(QuantQdq, PerNodeMethodOverride) {
   TempDir d;
   write_calib(d.path());
