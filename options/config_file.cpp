@@ -132,7 +132,7 @@ CalibrationMethod read_method(const ConfigReader& r, const YAML::Node& v, const 
 }
 
 WeightGranularity read_granularity(const ConfigReader& r, const YAML::Node& v, const std::string& path) {
-  const std::string s = r.scalar(v, path, "per_channel or per_tensor");
+  const std::string s = r.scalar(v, path, "per_channel or per_tensor (weight scales)");
   if (s == "per_channel") return WeightGranularity::kPerChannel;
   if (s == "per_tensor") return WeightGranularity::kPerTensor;
   r.fail_at(v.Mark(), path, ": expected per_channel or per_tensor, got '", s, "'");
@@ -142,7 +142,7 @@ void read_quantize(const ConfigReader& r, const YAML::Node& v, const std::string
   if (v.IsNull()) return;
   QuantizeOptions& q = o.quant;
   const std::vector<std::string> known = {"scheme", "calib", "method", "ema_alpha", "percentile",
-                                          "symmetric_activations", "weights", "fallback_sqnr_db", "nodes"};
+                                          "symmetric_activations", "granularity", "fallback_sqnr_db", "nodes"};
   r.for_each_entry(v, path, known, [&](const std::string& key, const YAML::Node& value, const std::string& full) {
     if (key == "scheme") {
       const std::string s = r.scalar(value, full, "w8a8 or none");
@@ -161,19 +161,19 @@ void read_quantize(const ConfigReader& r, const YAML::Node& v, const std::string
         r.fail_at(value.Mark(), full, ": must be in (0, 100], got ", q.percentile);
     } else if (key == "symmetric_activations") {
       q.symmetric_activations = r.boolean(value, full);
-    } else if (key == "weights") {
+    } else if (key == "granularity") {
       q.granularity = read_granularity(r, value, full);
     } else if (key == "fallback_sqnr_db") {
       q.fallback_sqnr_db = r.number(value, full);
     } else if (key == "nodes") {
       r.for_each_item(value, full, [&](const YAML::Node& item, const std::string& ip) {
         QuantNodeOverride ov;
-        r.for_each_entry(item, ip, {"name", "exclude", "method", "weights"},
+        r.for_each_entry(item, ip, {"name", "exclude", "method", "granularity"},
                          [&](const std::string& k, const YAML::Node& val, const std::string& kp) {
                            if (k == "name") ov.name = r.name(val, kp);
                            if (k == "exclude") ov.exclude = r.boolean(val, kp);
                            if (k == "method") ov.method = read_method(r, val, kp);
-                           if (k == "weights") ov.granularity = read_granularity(r, val, kp);
+                           if (k == "granularity") ov.granularity = read_granularity(r, val, kp);
                          });
         if (ov.name.empty()) r.fail_at(item.Mark(), ip, ": a node override needs 'name' (the ONNX node name)");
         q.nodes.push_back(ov);

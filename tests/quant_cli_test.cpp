@@ -114,8 +114,8 @@ std::string config_error(const std::string& text) {
 TEST(QuantConfig, EveryKeyIsRead) {
   const CompileOptions o = parse_config(
       "quantize:\n  scheme: w8a8\n  calib: data/\n  method: ema\n  ema_alpha: 0.5\n  percentile: 99.9\n"
-      "  symmetric_activations: true\n  weights: per_tensor\n  fallback_sqnr_db: 20\n  nodes:\n"
-      "    - {name: a, exclude: true}\n    - {name: b, method: entropy, weights: per_channel}\n",
+      "  symmetric_activations: true\n  granularity: per_tensor\n  fallback_sqnr_db: 20\n  nodes:\n"
+      "    - {name: a, exclude: true}\n    - {name: b, method: entropy, granularity: per_channel}\n",
       "c.yaml");
   EXPECT_TRUE(o.quantize);
   EXPECT_EQ(o.quant.calib_dir, "data/");
@@ -137,8 +137,8 @@ TEST(QuantConfig, BadValuesNameTheKey) {
   EXPECT_EQ(config_error("quantize:\n  scheme: w4a16\n"), "c.yaml:2:11: quantize.scheme: expected w8a8 or none, got 'w4a16'");
   EXPECT_EQ(config_error("quantize:\n  ema_alpha: 2\n"), "c.yaml:2:14: quantize.ema_alpha: must be in (0, 1], got 2");
   EXPECT_EQ(config_error("quantize:\n  percentile: 0\n"), "c.yaml:2:15: quantize.percentile: must be in (0, 100], got 0");
-  EXPECT_EQ(config_error("quantize:\n  weights: per_row\n"),
-            "c.yaml:2:12: quantize.weights: expected per_channel or per_tensor, got 'per_row'");
+  EXPECT_EQ(config_error("quantize:\n  granularity: per_row\n"),
+            "c.yaml:2:16: quantize.granularity: expected per_channel or per_tensor, got 'per_row'");
   EXPECT_EQ(config_error("quantize:\n  nodes:\n    - {exclude: true}\n"),
             "c.yaml:3:7: quantize.nodes[0]: a node override needs 'name' (the ONNX node name)");
   EXPECT_NE(config_error("quantize:\n  calibration: x\n").find("unknown key 'quantize.calibration'"), std::string::npos);
