@@ -15,6 +15,7 @@
 #include "quant/quant_report.h"
 #include "quant/quantize.h"
 #include "run_tool.h"
+#include "runtime/cpu/cpu_features.h"
 #include "runtime_harness.h"
 
 namespace cuvil {
@@ -226,6 +227,27 @@ TEST(QuantQdq, LayerThatCannotBeQuantizedIsListedNotAnError) {
   EXPECT_EQ(r.not_quantized[0].second, "weight 'W16' is not float32");
   EXPECT_EQ(r.layers.size(), 2u);
   EXPECT_EQ(node_named(r.qdq.graph(), "mm16")->input(1), "W16");
+}
+
+// Calibration runs on the portable kernel path whatever path is active, and puts the active
+// path back: the exported model is byte-identical from every path this CPU has.
+TEST(QuantQdq, ScalesDoNotDependOnTheKernelPath) {
+  TempDir d;
+  write_calib(d.path());
+  const rt::CpuPath before = rt::active_cpu_path();
+  std::string first;
+  for (rt::CpuPath path : rt::supported_cpu_paths()) {
+    ASSERT_TRUE(rt::set_cpu_path_for_testing(path));
+    QuantizeOptions o;
+    o.method = CalibrationMethod::kEntropy;  // histograms too
+    const quant::QuantizeResult r = quantize(mlp(), d.path(), o);
+    EXPECT_EQ(rt::active_cpu_path(), path) << "the caller's path is restored";
+    std::string bytes;
+    ASSERT_TRUE(r.qdq.SerializeToString(&bytes));
+    if (first.empty()) first = bytes;
+    EXPECT_EQ(bytes, first) << rt::cpu_path_name(path);
+  }
+  rt::set_cpu_path_for_testing(before);
 }
 
 TEST(QuantQdq, PerNodeMethodOverride) {
