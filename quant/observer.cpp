@@ -74,9 +74,12 @@ double Observer::threshold_entropy() const {
     for (int k = i; k < kHistogramBins; ++k) outliers += hist_[k];
     p[i - 1] += outliers;
     std::fill(q.begin(), q.begin() + i, 0.0);
+    // Bin 0 (zero, exact on every grid: padding, a ReLU's zeros) is a level of its own; merged
+    // into a group, its spike would dominate the divergence and push every clip down.
+    q[0] = hist_[0];
     const double group = static_cast<double>(i) / kLevels;
     for (int g = 0; g < kLevels; ++g) {
-      const int start = static_cast<int>(std::floor(g * group));
+      const int start = std::max(1, static_cast<int>(std::floor(g * group)));
       const int stop = g == kLevels - 1 ? i : static_cast<int>(std::floor((g + 1) * group));
       double sum = 0;
       int nonzero = 0;

@@ -222,6 +222,23 @@ TEST(QuantObserver, HistogramMethodsClipAnOutlier) {
   EXPECT_EQ(hi, 40.0);
 }
 
+// A ReLU6's output: half exact zeros, the rest |N(0, 2)| capped at 6. Merging the zero spike
+// into the first group of levels (TensorRT's form) clips at about 4; zero as its own level
+// keeps the whole range.
+TEST(QuantObserver, EntropyIsNotPulledDownByASpikeOfZeros) {
+  std::mt19937 rng(3);
+  std::normal_distribution<float> g(0, 2);
+  std::vector<float> v(100000, 0.0f);
+  for (size_t i = 51000; i < v.size(); ++i) v[i] = std::min(std::fabs(g(rng)), 6.0f);
+  quant::Observer o;
+  o.observe_range(v.data(), static_cast<int64_t>(v.size()), 0.01);
+  o.observe_histogram(v.data(), static_cast<int64_t>(v.size()));
+  double lo, hi;
+  o.choose_range(CalibrationMethod::kEntropy, opts(), &lo, &hi);
+  EXPECT_EQ(lo, 0.0);
+  EXPECT_GT(hi, 5.5);
+}
+
 TEST(QuantObserver, PercentileOfOneSidedDataKeepsZero) {
   std::vector<float> v(1000);
   for (size_t i = 0; i < v.size(); ++i) v[i] = static_cast<float>(i) / 100.0f;  // 0 .. 9.99
