@@ -57,6 +57,16 @@ TEST(QuantCli, CompileQuantizedPackageCarriesTheReport) {
       << inspect.out;
 }
 
+TEST(QuantCli, EmitIrShowsTheQdqGraph) {
+  TempDir d;
+  const auto plain = cuvilc(d, {"compile", kDigits, "--emit", "ir"});
+  const auto q = cuvilc(d, {"compile", kDigits, "--quantize", "w8a8", "--calib", kCalib, "--emit", "ir"});
+  ASSERT_EQ(q.exit_code, 0) << q.err;
+  EXPECT_EQ(plain.out.find("QuantizeLinear"), std::string::npos);
+  EXPECT_NE(q.out.find("QuantizeLinear"), std::string::npos) << q.out;
+  EXPECT_NE(q.out.find("DequantizeLinear"), std::string::npos);
+}
+
 TEST(QuantCli, FallbackThresholdFromTheConfigListsLayers) {
   TempDir d;
   test::write_bytes(d.file("q.yaml"), "quantize:\n  scheme: w8a8\n  calib: " + kCalib +
