@@ -1,5 +1,6 @@
-// cuvilc: the cuvil compiler driver. Subcommands: `inspect` (summary of an ONNX model) and
-// `compile` (run the pipeline; `--emit ir` prints the IR after shape inference).
+// cuvilc: the cuvil compiler driver. Subcommands: `inspect` (summary of an ONNX model),
+// `compile` (run the pipeline; `--emit ir` prints the IR after shape inference; `--quantize
+// w8a8` compiles the calibrated QDQ model) and `quantize` (write the calibrated QDQ model).
 // Every failure is a diagnostic on stderr with a documented exit code (docs/cli.md).
 #include <CLI/CLI.hpp>
 
@@ -25,6 +26,8 @@
 #include "options/compile_options.h"
 #include "passes/infer_shapes.h"
 #include "passes/pipeline.h"
+#include "quant/quant_report.h"
+#include "quant/quantize.h"
 #include "runtime/disasm.h"
 #include "runtime/expr_eval.h"
 #include "runtime/package.h"
@@ -46,7 +49,7 @@ constexpr const char* kDimHelp =
     "that `cuvilc inspect` lists. Repeatable.";
 
 constexpr const char* kConfigHelp =
-    "YAML config file with cuvilc's settings (dims, buckets, fusion, layout, limits, patterns; docs/config.md). Options "
+    "YAML config file with cuvilc's settings (dims, buckets, fusion, layout, limits, patterns, quantize; docs/config.md). Options "
     "given on the command line override the same keys.";
 
 // The settings of one invocation: the config file first, then the command line over it.
@@ -58,7 +61,39 @@ struct CommandLineSettings {
   std::vector<std::string> buckets;  // --buckets
   CompileLimits limits;                                   // --max-... values
   std::vector<std::pair<LimitId, CLI::Option*>> limit_options;  // to see which were given
+  // W8A8 (docs/quantization.md): each overrides the config's quantize.* only when given.
+  std::string quantize, calib, method, quant_report;
+  double ema_alpha = 0, percentile = 0, fallback_sqnr_db = 0;
+  bool symmetric_activations = false;
+  std::vector<CLI::Option*> quant_options;  // --ema-alpha, --percentile, --quant-fallback-sqnr, --symmetric-activations
 };
+
+// The W8A8 options `compile` and `quantize` share.
+void add_quant_options(CLI::App* app, CommandLineSettings* s) {
+  app->add_option("--calib", s->calib,
+                  "Calibration data directory: <input>.npy per model input with a leading sample axis, "
+                  "or sample folders DIR/<n>/<input>.npy (sorted). Config key quantize.calib")
+      ->option_text("DIR");
+  app->add_option("--calibration-method", s->method,
+                  "How activation ranges are chosen: minmax (default), ema, percentile, entropy (KL, as "
+                  "TensorRT), mse. Config key quantize.method")
+      ->check(CLI::IsMember(calibration_method_names()));
+  s->quant_options.push_back(app->add_option("--ema-alpha", s->ema_alpha,
+                                             "ema: weight of each sample's min/max (default 0.01)")
+                                 ->check(CLI::Range(1e-9, 1.0)));
+  s->quant_options.push_back(app->add_option("--percentile", s->percentile,
+                                             "percentile: the percentile of |x| kept (default 99.999)")
+                                 ->check(CLI::Range(1e-9, 100.0)));
+  s->quant_options.push_back(app->add_flag("--symmetric-activations", s->symmetric_activations,
+                                           "Activations s8 with zero point 0 (default: u8 with a zero point)"));
+  s->quant_options.push_back(app->add_option("--quant-fallback-sqnr", s->fallback_sqnr_db,
+                                             "Keep layers whose SQNR over the calibration set is below this "
+                                             "many dB in float32, each listed with its error (default 0: none)")
+                                 ->option_text("DB"));
+  app->add_option("--quant-report", s->quant_report,
+                  "Write the per-layer error report as an SVG heatmap (layers x SQNR, cosine, rel L2)")
+      ->option_text("FILE.svg");
+}
 
 // One option per row of support/limits.def (--max-nodes, ...). Only those given override the
 // config's limits.<yaml_key> (or the default).
@@ -91,6 +126,15 @@ CompileOptions resolve_options(const CommandLineSettings& cl) {
   }
   for (const auto& [id, opt] : cl.limit_options)
     if (opt->count() > 0) limit_value(o.limits, id) = limit_value(cl.limits, id);
+  if (!cl.quantize.empty()) o.quantize = cl.quantize == "w8a8";
+  if (!cl.calib.empty()) o.quant.calib_dir = cl.calib;
+  if (!cl.method.empty()) o.quant.method = *parse_calibration_method(cl.method);  // IsMember checked it
+  if (!cl.quant_options.empty()) {
+    if (cl.quant_options[0]->count()) o.quant.ema_alpha = cl.ema_alpha;
+    if (cl.quant_options[1]->count()) o.quant.percentile = cl.percentile;
+    if (cl.quant_options[2]->count()) o.quant.symmetric_activations = cl.symmetric_activations;
+    if (cl.quant_options[3]->count()) o.quant.fallback_sqnr_db = cl.fallback_sqnr_db;
+  }
   return o;
 }
 
@@ -99,6 +143,28 @@ frontend::ImportOptions import_options(const CompileOptions& options) {
   o.dims = options.dims;
   o.limits = options.limits;
   return o;
+}
+
+std::string model_dir(const std::string& path) {
+  const auto slash = path.find_last_of('/');
+  return slash == std::string::npos ? std::string(".") : path.substr(0, slash);
+}
+
+// Calibrates `path` and returns the QDQ model with its report (quant/quantize.h), showing
+// progress on a terminal.
+quant::QuantizeResult calibrate(const std::string& path, const CompileOptions& options, Progress* progress) {
+  if (options.quant.calib_dir.empty())
+    fail(ExitCode::kUsage, "quantizing needs calibration data: give --calib DIR (or quantize.calib in the config)");
+  quant::QuantizeRequest req;
+  req.options = options.quant;
+  req.dims = options.dims;
+  req.limits = options.limits;
+  req.display_name = path;
+  req.model_dir = model_dir(path);
+  req.progress = [progress](const std::string& s) { progress->show("[quantize] " + s); };
+  quant::QuantizeResult r = quant::quantize_model(quant::read_model_proto(path), req);
+  progress->clear();
+  return r;
 }
 
 using Clock = std::chrono::steady_clock;
@@ -113,12 +179,14 @@ struct PipelineFlags {
   bool print_after_all = false;
 };
 
+// `qdq_bytes`, when given, is the model to compile in place of the file (the quantized model).
 Model load_and_infer(const std::string& path, const CompileOptions& options,
                      const PipelineFlags& flags = {}, CompileReport* report = nullptr,
-                     Progress* progress = nullptr) {
+                     Progress* progress = nullptr, const std::string* qdq_bytes = nullptr) {
   auto start = Clock::now();
   if (progress) progress->show("[1/4] importing " + path);
-  Model m = frontend::import_onnx_file(path, import_options(options));
+  Model m = qdq_bytes ? frontend::import_onnx_bytes(*qdq_bytes, model_dir(path), import_options(options), path)
+                      : frontend::import_onnx_file(path, import_options(options));
   verify_model(m);
   if (report) {
     report->import_ms = ms_since(start);
@@ -338,7 +406,7 @@ void verify_written_package(int fd, uint64_t size) {
 }
 
 int run_compile(const std::string& path, std::string emit, std::string output, const CompileOptions& options,
-                const PipelineFlags& flags, const std::string& report_path) {
+                const PipelineFlags& flags, const std::string& report_path, const std::string& quant_svg = "") {
   const auto start = Clock::now();
   if (!flags.stop_after.empty()) {
     if (emit == "bytecode") fail(ExitCode::kUsage, "--stop-after stops before bytecode exists; use --emit ir");
@@ -350,6 +418,10 @@ int run_compile(const std::string& path, std::string emit, std::string output, c
   if (output.empty() && emit.empty()) output = default_output(path);
   if (!output.empty() && output != "-") refuse_output_over_input(output, reads);
   if (!report_path.empty()) refuse_output_over_input(report_path, reads);
+  if (!quant_svg.empty()) {
+    if (!options.quantize) fail(ExitCode::kUsage, "--quant-report needs --quantize w8a8");
+    refuse_output_over_input(quant_svg, reads);
+  }
   CompileReport report;
   report.model = path;
   auto finish = [&](const std::string& written) {
@@ -358,7 +430,15 @@ int run_compile(const std::string& path, std::string emit, std::string output, c
     if (!report_path.empty()) write_compile_output(report_path, report_to_json(report), reads);
   };
   Progress progress;
-  Model m = load_and_infer(path, options, flags, &report, &progress);
+  std::string qdq_bytes, quant_text;
+  if (options.quantize) {
+    quant::QuantizeResult q = calibrate(path, options, &progress);
+    if (!q.qdq.SerializeToString(&qdq_bytes)) fail(ExitCode::kInternal, "cannot serialize the quantized model");
+    report.quantization_json = quant::quant_report_json(q);
+    quant_text = quant::quant_report_text(q);
+    if (!quant_svg.empty()) write_compile_output(quant_svg, quant::quant_report_svg(q), reads);
+  }
+  Model m = load_and_infer(path, options, flags, &report, &progress, options.quantize ? &qdq_bytes : nullptr);
   progress.clear();
   // --stop-after is for looking at the IR between passes, also of models cuvil cannot lower yet.
   if (flags.stop_after.empty()) frontend::check_supported(m);
@@ -408,7 +488,7 @@ int run_compile(const std::string& path, std::string emit, std::string output, c
   std::vector<codegen::BucketProgram> programs;
   for (size_t i = 0; i < buckets.size(); ++i) programs.push_back({&bucket_programs[i], buckets[i]});
   progress.show("[4/4] writing and verifying " + output);
-  codegen::PackagePieces pieces = codegen::build_package_pieces(m, programs, passes_summary(report.passes));
+  codegen::PackagePieces pieces = codegen::build_package_pieces(m, programs, passes_summary(report.passes) + quant_text);
   Pieces data{std::string_view(reinterpret_cast<const char*>(pieces.head.data()), pieces.head.size())};
   data.insert(data.end(), pieces.weights.begin(), pieces.weights.end());
   refuse_output_over_input(output, reads);
@@ -429,6 +509,27 @@ int run_compile(const std::string& path, std::string emit, std::string output, c
             << (lowered.skipped_nodes ? ", " + std::to_string(lowered.skipped_nodes) + " shape nodes not needed" : "")
             << (buckets.size() > 1 ? "; " + std::to_string(buckets.size()) + " bucket programs" : "")
             << "; arena " << lowered.arena_expr << " bytes)\n";
+  if (!quant_text.empty()) std::cerr << quant_text;
+  return 0;
+}
+
+// `cuvilc quantize`: the calibrated QDQ model, written as ONNX (quant/quantize.h).
+int run_quantize(const std::string& path, const std::string& output, const CompileOptions& options,
+                 const std::string& quant_svg, const std::string& report_path) {
+  InputFileLog reads;
+  reads.add_path(path, "the input model '" + path + "'");
+  if (!options.config_path.empty()) reads.add_path(options.config_path, "the config '" + options.config_path + "'");
+  if (!options.quant.calib_dir.empty()) reads.add_path(options.quant.calib_dir, "the calibration directory");
+  for (const std::string& o : {output, quant_svg, report_path})
+    if (!o.empty()) refuse_output_over_input(o, reads);
+  Progress progress;
+  quant::QuantizeResult q = calibrate(path, options, &progress);
+  std::string bytes;
+  if (!q.qdq.SerializeToString(&bytes)) fail(ExitCode::kInternal, "cannot serialize the quantized model");
+  write_compile_output(output, bytes, reads);
+  if (!quant_svg.empty()) write_compile_output(quant_svg, quant::quant_report_svg(q), reads);
+  if (!report_path.empty()) write_compile_output(report_path, quant::quant_report_json(q, "") + "\n", reads);
+  std::cerr << "cuvilc: wrote " << output << " (" << bytes.size() << " bytes)\n" << quant::quant_report_text(q);
   return 0;
 }
 
@@ -499,7 +600,28 @@ int main_impl(int argc, char** argv) {
   compile->add_option("--report", report_path,
                       "Write a JSON compile report: per-pass time and node counts, tile kernels, "
                       "op calls, arena, time per stage, peak memory (docs/cli.md)");
+  compile->add_option("--quantize", compile_settings.quantize,
+                      "w8a8: calibrate on --calib DIR and compile the QDQ model (int8 weights and "
+                      "activations; docs/quantization.md); none: float. Config key quantize.scheme")
+      ->check(CLI::IsMember({"w8a8", "none"}));
+  add_quant_options(compile, &compile_settings);
   compile->footer(kExitCodes);
+
+  std::string quantize_path, quantize_output, quantize_report;
+  CommandLineSettings quantize_settings;
+  CLI::App* quantize = app.add_subcommand(
+      "quantize", "Calibrate an ONNX model on --calib DIR and write it in the standard QDQ form "
+                  "(QuantizeLinear/DequantizeLinear around MatMul/Gemm/Conv, int8 per-channel weights; "
+                  "what ONNX Runtime's quantize_static writes), with the per-layer error report on "
+                  "standard error (docs/quantization.md).");
+  quantize->add_option("model", quantize_path, "ONNX model file (.onnx)")->required();
+  quantize->add_option("-o,--output", quantize_output, "The QDQ model to write (.onnx)")->required();
+  quantize->add_option("--dim", quantize_settings.dims, kDimHelp);
+  quantize->add_option("--config", quantize_settings.config, kConfigHelp);
+  quantize->add_option("--report", quantize_report, "Write the per-layer error report as JSON");
+  add_quant_options(quantize, &quantize_settings);
+  add_limit_options(quantize, &quantize_settings);
+  quantize->footer(kExitCodes);
 
   try {
     app.parse(argc, argv);
@@ -508,7 +630,11 @@ int main_impl(int argc, char** argv) {
     return rc == 0 ? 0 : static_cast<int>(ExitCode::kUsage);
   }
   if (*inspect) return run_inspect(inspect_path, resolve_options(inspect_settings), inspect_disasm);
-  return run_compile(compile_path, emit, output, resolve_options(compile_settings), pipeline_flags, report_path);
+  if (*quantize)
+    return run_quantize(quantize_path, quantize_output, resolve_options(quantize_settings), quantize_settings.quant_report,
+                        quantize_report);
+  return run_compile(compile_path, emit, output, resolve_options(compile_settings), pipeline_flags, report_path,
+                     compile_settings.quant_report);
 }
 
 }  // namespace

@@ -75,6 +75,7 @@ std::string report_to_json(const CompileReport& r) {
   os << "  \"time_ms\": {\"import\": " << ms(r.import_ms) << ", \"passes\": " << ms(r.passes_ms)
      << ", \"lower\": " << ms(r.lower_ms) << ", \"package\": " << ms(r.package_ms) << ", \"total\": "
      << ms(r.total_ms) << "},\n";
+  if (!r.quantization_json.empty()) os << "  \"quantization\": " << r.quantization_json << ",\n";
   os << "  \"peak_rss_bytes\": " << peak_rss_bytes() << "\n";
   os << "}\n";
   return os.str();

@@ -24,6 +24,7 @@ struct CompileReport {
   std::vector<std::vector<std::string>> kernel_nodes;              // per tile kernel, its nodes
   std::vector<std::pair<std::string, int64_t>> pattern_matches;    // fuse/keep patterns: matches
   std::vector<codegen::LoweredModel::NotFused> not_fused;          // op calls and kernel boundaries, why
+  std::string quantization_json;  // --quantize w8a8: the per-layer error report (quant/quant_report.h)
 };
 
 std::string report_to_json(const CompileReport& report);

@@ -14,6 +14,7 @@
 
 #include "ir/symbolic.h"
 #include "passes/choose_layout.h"
+#include "options/quantize_options.h"
 #include "passes/pattern.h"
 #include "support/limits.h"
 
@@ -49,6 +50,10 @@ struct CompileOptions {
   // Shape buckets (`buckets:` / --buckets), one spec per symbol; empty (`auto`, the default):
   // one program, since no lowering decision depends on where in a range a shape lies yet.
   std::vector<BucketSpec> buckets;
+  // W8A8 quantization (`quantize:` / --quantize w8a8, --calib, ...; docs/quantization.md):
+  // when on, `compile` calibrates and compiles the QDQ model instead of the float one.
+  bool quantize = false;
+  QuantizeOptions quant;
 };
 
 // The largest config file cuvilc reads; configs are hand-written, so this is generous.

@@ -121,6 +121,67 @@ class ConfigReader {
   std::string name_;
 };
 
+// `quantize:` (docs/quantization.md "## Options"): W8A8 on, calibration settings, per-node
+// overrides. A relative `calib` directory is taken as written (relative to the working
+// directory, like --calib).
+CalibrationMethod read_method(const ConfigReader& r, const YAML::Node& v, const std::string& path) {
+  const std::string s = r.scalar(v, path, "a calibration method");
+  const auto m = parse_calibration_method(s);
+  if (!m) r.fail_at(v.Mark(), path, ": expected minmax, ema, percentile, entropy or mse, got '", s, "'");
+  return *m;
+}
+
+WeightGranularity read_granularity(const ConfigReader& r, const YAML::Node& v, const std::string& path) {
+  const std::string s = r.scalar(v, path, "per_channel or per_tensor (weight scales)");
+  if (s == "per_channel") return WeightGranularity::kPerChannel;
+  if (s == "per_tensor") return WeightGranularity::kPerTensor;
+  r.fail_at(v.Mark(), path, ": expected per_channel or per_tensor, got '", s, "'");
+}
+
+void read_quantize(const ConfigReader& r, const YAML::Node& v, const std::string& path, CompileOptions& o) {
+  if (v.IsNull()) return;
+  QuantizeOptions& q = o.quant;
+  const std::vector<std::string> known = {"scheme", "calib", "method", "ema_alpha", "percentile",
+                                          "symmetric_activations", "granularity", "fallback_sqnr_db", "nodes"};
+  r.for_each_entry(v, path, known, [&](const std::string& key, const YAML::Node& value, const std::string& full) {
+    if (key == "scheme") {
+      const std::string s = r.scalar(value, full, "w8a8 or none");
+      if (s != "w8a8" && s != "none") r.fail_at(value.Mark(), full, ": expected w8a8 or none, got '", s, "'");
+      o.quantize = s == "w8a8";
+    } else if (key == "calib") {
+      q.calib_dir = r.name(value, full);
+    } else if (key == "method") {
+      q.method = read_method(r, value, full);
+    } else if (key == "ema_alpha") {
+      q.ema_alpha = r.number(value, full);
+      if (!(q.ema_alpha > 0 && q.ema_alpha <= 1)) r.fail_at(value.Mark(), full, ": must be in (0, 1], got ", q.ema_alpha);
+    } else if (key == "percentile") {
+      q.percentile = r.number(value, full);
+      if (!(q.percentile > 0 && q.percentile <= 100))
+        r.fail_at(value.Mark(), full, ": must be in (0, 100], got ", q.percentile);
+    } else if (key == "symmetric_activations") {
+      q.symmetric_activations = r.boolean(value, full);
+    } else if (key == "granularity") {
+      q.granularity = read_granularity(r, value, full);
+    } else if (key == "fallback_sqnr_db") {
+      q.fallback_sqnr_db = r.number(value, full);
+    } else if (key == "nodes") {
+      r.for_each_item(value, full, [&](const YAML::Node& item, const std::string& ip) {
+        QuantNodeOverride ov;
+        r.for_each_entry(item, ip, {"name", "exclude", "method", "granularity"},
+                         [&](const std::string& k, const YAML::Node& val, const std::string& kp) {
+                           if (k == "name") ov.name = r.name(val, kp);
+                           if (k == "exclude") ov.exclude = r.boolean(val, kp);
+                           if (k == "method") ov.method = read_method(r, val, kp);
+                           if (k == "granularity") ov.granularity = read_granularity(r, val, kp);
+                         });
+        if (ov.name.empty()) r.fail_at(item.Mark(), ip, ": a node override needs 'name' (the ONNX node name)");
+        q.nodes.push_back(ov);
+      });
+    }
+  });
+}
+
 // One row per top-level key: the reader, the error listing known keys and docs/config.md.
 struct TopLevelKey {
   const char* key;
@@ -362,6 +423,7 @@ constexpr TopLevelKey kTopLevelKeys[] = {
     {"layout", read_layout},
     {"limits", read_limits},
     {"patterns", read_patterns},
+    {"quantize", read_quantize},
 };
 
 }  // namespace

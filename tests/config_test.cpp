@@ -71,7 +71,7 @@ TEST(Config, EveryLimitHasAYamlKey) {
 
 TEST(Config, UnknownTopLevelKey) {
   EXPECT_EQ(config_error("fusion: true\nfusoin: false\n"),
-            "c.yaml:2:1: unknown key 'fusoin' (known: version, buckets, dims, fusion, layout, limits, patterns)");
+            "c.yaml:2:1: unknown key 'fusoin' (known: version, buckets, dims, fusion, layout, limits, patterns, quantize)");
 }
 
 TEST(Config, UnknownLimitKey) {

@@ -16,11 +16,6 @@
 #include "cli/npy.h"
 #include "onnx_builder.h"
 
-// cuvil_tests does not link cli/npy.cpp (only cuvil-run does, and cuvil-run links no
-// protobuf); compile it into this test instead. If tests/CMakeLists.txt ever adds
-// cli/npy.cpp to cuvil_tests, drop this include.
-#include "cli/npy.cpp"  // NOLINT(bugprone-suspicious-include)
-
 namespace cuvil {
 namespace {
 
