@@ -122,7 +122,7 @@ std::vector<Input> bert_inputs() {
 }
 
 TEST(FuseAttentionModels, BertTinyHasOneAttentionPerLayerAndNoSoftmax) {
-  for (const char* model : {"bert_tiny.onnx", "bert_tiny_opset17.onnx"}) {
+  for (const char* model : {"bert_tiny.onnx", "bert_tiny_opset14.onnx", "bert_tiny_opset17.onnx"}) {
     SCOPED_TRACE(model);
     std::map<std::string, int> h = ops_after_passes(kSource + "/testdata/models/" + model, {});
     EXPECT_EQ(h["cuvil::Attention"], 1);  // bert_tiny has one layer
@@ -132,7 +132,7 @@ TEST(FuseAttentionModels, BertTinyHasOneAttentionPerLayerAndNoSoftmax) {
 }
 
 TEST(FuseAttentionModels, BertTinyFusedMatchesUnfused) {
-  for (const char* model : {"bert_tiny.onnx", "bert_tiny_opset17.onnx"}) {
+  for (const char* model : {"bert_tiny.onnx", "bert_tiny_opset14.onnx", "bert_tiny_opset17.onnx"}) {
     SCOPED_TRACE(model);
     expect_fused_matches_unfused(kSource + "/testdata/models/" + model, bert_inputs(), {},
                                  {"last_hidden_state", "pooler_output"});

@@ -47,6 +47,7 @@ struct ModelRefs {
 
 const ModelRefs kModels[] = {
     {"bert_tiny", {"input_ids", "attention_mask", "token_type_ids"}, {"last_hidden_state", "pooler_output"}},
+    {"bert_tiny_opset14", {"input_ids", "attention_mask", "token_type_ids"}, {"last_hidden_state", "pooler_output"}},
     {"bert_tiny_opset17", {"input_ids", "attention_mask", "token_type_ids"}, {"last_hidden_state", "pooler_output"}},
     {"gpt2_tiny", {"input_ids", "attention_mask"}, {"logits"}},
     {"gpt2_tiny_past",

@@ -70,6 +70,7 @@ TEST(RunTimeShapeWork, BertTiny) {
   // holding 0..127) are a strided load of the position table.
   EXPECT_EQ(call_ops("bert_tiny")["Gather"], 3) << "word, token type and the pooler's [CLS] row";
 }
+TEST(RunTimeShapeWork, BertTinyOpset14) { check("bert_tiny_opset14"); }
 TEST(RunTimeShapeWork, BertTinyOpset17) { check("bert_tiny_opset17"); }
 TEST(RunTimeShapeWork, Gpt2Tiny) {
   check("gpt2_tiny");

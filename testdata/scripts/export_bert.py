@@ -7,6 +7,7 @@ Run from the repository root (Debian's system python, torch 1.13):
 
 Writes:
     testdata/models/bert_tiny.onnx           (opset 13)
+    testdata/models/bert_tiny_opset14.onnx   (opset 14: the default of many exporters; LayerNorm decomposed)
     testdata/models/bert_tiny_opset17.onnx   (opset 17; LayerNormalization op)
 
 The encoder is written by hand in plain torch, mirroring the structure of
@@ -238,6 +239,7 @@ def main():
     init_synthetic(model)
     os.makedirs(MODELS, exist_ok=True)
     export(model, os.path.join(MODELS, "bert_tiny.onnx"), 13)
+    export(model, os.path.join(MODELS, "bert_tiny_opset14.onnx"), 14)
     export(model, os.path.join(MODELS, "bert_tiny_opset17.onnx"), 17)
 
 

@@ -124,6 +124,7 @@ def check_past_step(outputs):
 # model -> function(rng) -> feeds. One entry per model with references.
 MODELS = {
     "bert_tiny": bert_inputs,
+    "bert_tiny_opset14": bert_inputs,
     "bert_tiny_opset17": bert_inputs,
     "gpt2_tiny": gpt2_inputs,
     "gpt2_tiny_past": gpt2_past_inputs,
