@@ -10,6 +10,7 @@
 #include <gtest/gtest.h>
 
 #include <chrono>
+#include <functional>
 #include <cstring>
 #include <random>
 #include <string>
@@ -25,7 +26,7 @@ namespace {
 #if defined(__SANITIZE_THREAD__)
 constexpr int kRuns = 150;
 #else
-constexpr int kRuns = 2000;
+constexpr int kRuns = 1500;
 #endif
 
 uint32_t fbits(float f) {
@@ -163,7 +164,8 @@ Case random_case(std::mt19937& rng, int64_t rows, int64_t cols, int slots, int k
 
 // Binds the case's tensors (input, output, arena) and runs it on the emulator.
 Status run_case(const Case& c, const DeviceFormOptions& form, const EmulatorOptions& emu, std::vector<float>* y,
-                DeviceRun* run_out = nullptr, uint32_t fail_task = MK_NONE, bool stop = false) {
+                DeviceRun* run_out = nullptr, uint32_t fail_task = MK_NONE, bool stop = false,
+                bool drop_waits = false) {
   DeviceProgram dp;
   CUVIL_RETURN_IF_ERROR(build_device_program(c.program, form, &dp));
   ExprEvaluator eval(c.program);
@@ -182,6 +184,8 @@ Status run_case(const Case& c, const DeviceFormOptions& form, const EmulatorOpti
   CUVIL_RETURN_IF_ERROR(bind_device_run(c.program, dp, eval, views, &run));
   run.fail_task = fail_task;
   run.stop = stop ? 1 : 0;
+  if (drop_waits)
+    for (MkTask& t : run.tasks) t.wait_count = 0;
   Status st = emulate_megakernel(dp, run, emu);
   if (run_out) *run_out = run;
   return st;
@@ -194,6 +198,19 @@ DeviceFormOptions small_registers() {
   return o;
 }
 
+// A per-tile delay without shared state: a hash of (run, task, tile) picks a short sleep
+// (1 tile in 16) or a yield (1 in 4).
+std::function<void(uint32_t, int64_t)> random_delays(uint32_t seed) {
+  return [seed](uint32_t task, int64_t tile) {
+    uint32_t h = seed ^ (task * 0x9e3779b9u) ^ static_cast<uint32_t>(tile * 0x85ebca6bu);
+    h ^= h >> 13;
+    h *= 0xc2b2ae35u;
+    h ^= h >> 16;
+    if (h % 16 == 0) std::this_thread::sleep_for(std::chrono::microseconds(h % 20));
+    else if (h % 4 == 1) std::this_thread::yield();
+  };
+}
+
 TEST(MegakernelStress, RandomProgramsDelaysAndBlockCounts) {
   std::mt19937 rng(12345);
   int runs = 0;
@@ -203,18 +220,7 @@ TEST(MegakernelStress, RandomProgramsDelaysAndBlockCounts) {
     EmulatorOptions emu;
     emu.blocks = 1 + static_cast<int>(rng() % 8);
     emu.threads_per_block = 1 + static_cast<int>(rng() % 3);
-    const uint32_t seed = static_cast<uint32_t>(rng());
-    const bool delays = rng() % 2 == 0;
-    if (delays)
-      emu.tile_hook = [seed](uint32_t task, int64_t tile) {
-        // A per-tile delay without shared state: a hash of (run, task, tile).
-        uint32_t h = seed ^ (task * 0x9e3779b9u) ^ static_cast<uint32_t>(tile * 0x85ebca6bu);
-        h ^= h >> 13;
-        h *= 0xc2b2ae35u;
-        h ^= h >> 16;
-        if (h % 4 == 0) std::this_thread::sleep_for(std::chrono::microseconds(h % 50));
-        else if (h % 4 == 1) std::this_thread::yield();
-      };
+    if (rng() % 2 == 0) emu.tile_hook = random_delays(static_cast<uint32_t>(rng()));
     std::vector<float> y;
     Status st = run_case(c, small_registers(), emu, &y);
     ASSERT_TRUE(st.is_ok()) << st.message();
@@ -223,6 +229,23 @@ TEST(MegakernelStress, RandomProgramsDelaysAndBlockCounts) {
     ++runs;
   }
   EXPECT_EQ(runs, kRuns);
+}
+
+// The stress test can fail: with the waits dropped, the same kind of runs read stale or
+// not-yet-written memory and some result differs.
+TEST(MegakernelStress, DroppedWaitsAreCaught) {
+  std::mt19937 rng(99);
+  int wrong = 0;
+  for (int r = 0; r < 200 && wrong == 0; ++r) {
+    const Case c = random_case(rng, 16, 32, 2, 10);
+    EmulatorOptions emu;
+    emu.blocks = 8;
+    emu.tile_hook = random_delays(static_cast<uint32_t>(rng()));
+    std::vector<float> y;
+    ASSERT_TRUE(run_case(c, small_registers(), emu, &y, nullptr, MK_NONE, false, /*drop_waits=*/true).is_ok());
+    wrong += y != c.expected;
+  }
+  EXPECT_GT(wrong, 0) << "dropping every wait never changed a result: the stress test could not fail";
 }
 
 // The example of docs/ptx.md: a and c share slot A, b is in slot B.
