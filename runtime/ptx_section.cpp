@@ -23,7 +23,7 @@ std::vector<uint8_t> encode_ptx_section(const std::vector<PtxRecord>& records) {
 
 Status decode_ptx_section(const uint8_t* data, size_t size, std::vector<PtxRecord>* out) {
   ByteReader r(data, size);
-  const uint32_t n = r.count(13);
+  const uint32_t n = r.count(12);  // target, version, text length
   if (r.failed()) return make_status(StatusCode::kInvalidPackage, "PTX section: truncated record count");
   if (n == 0 || n > kMaxPtxRecords)
     return make_status(StatusCode::kInvalidPackage, "PTX section: ", n, " records (must be 1 to ", kMaxPtxRecords, ")");

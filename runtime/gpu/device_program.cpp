@@ -111,6 +111,14 @@ Status build_device_program(const Program& program, const DeviceFormOptions& opt
   return Status::ok();
 }
 
+uint32_t megakernel_opcode_mask(const DeviceProgram& dp) {
+  static_assert(static_cast<size_t>(TileOpcode::kCount) <= 32, "MK_OPCODE_MASK is 32 bits");
+  uint32_t mask = 0;
+  for (size_t i = 0; i < dp.uses_opcode.size(); ++i)
+    if (dp.uses_opcode[i]) mask |= 1u << i;
+  return mask;
+}
+
 MkParams DeviceRun::params(const DeviceProgram& dp) {
   MkParams p{};
   p.kernels = dp.kernels.data();

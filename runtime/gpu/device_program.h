@@ -45,6 +45,10 @@ struct DeviceProgram {
   std::vector<bool> uses_opcode;
 };
 
+// The megakernel's MK_OPCODE_MASK for this program (codegen/ptx/megakernel.inc): bit i for
+// each tile opcode it uses. Building the megakernel with it drops every other handler.
+uint32_t megakernel_opcode_mask(const DeviceProgram& dp);
+
 // Refuses (kUnsupported, "... not lowerable to the megakernel yet: ...") programs with CallOp,
 // Copy or control flow, domains over MK_MAX_RANK, and kernels whose registers cannot hold one
 // chunk within the register budget.
