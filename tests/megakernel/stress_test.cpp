@@ -24,9 +24,9 @@ namespace cuvil::rt::gpu {
 namespace {
 
 #if defined(__SANITIZE_THREAD__)
-constexpr int kRuns = 150;
+constexpr int kRuns = 600;
 #else
-constexpr int kRuns = 1500;
+constexpr int kRuns = 3000;
 #endif
 
 uint32_t fbits(float f) {
@@ -234,6 +234,10 @@ TEST(MegakernelStress, RandomProgramsDelaysAndBlockCounts) {
 // The stress test can fail: with the waits dropped, the same kind of runs read stale or
 // not-yet-written memory and some result differs.
 TEST(MegakernelStress, DroppedWaitsAreCaught) {
+#if defined(__SANITIZE_THREAD__)
+  // These runs race on purpose; ThreadSanitizer reports them (as it should) at the first one.
+  GTEST_SKIP() << "races on purpose: not run under ThreadSanitizer";
+#endif
   std::mt19937 rng(99);
   int wrong = 0;
   for (int r = 0; r < 200 && wrong == 0; ++r) {
