@@ -68,6 +68,9 @@ struct DeviceRun {
   mk_u32 smem_floats = 0;    // per block: the largest task's header + register file
   mk_u32 fail_task = MK_NONE;  // tests: make this task fail on the device
   MkParams params(const DeviceProgram& dp);
+  // Cancel or deadline, from any thread while the kernel runs: every block stops at its next
+  // ticket or wait, and the status becomes MK_CANCELLED.
+  void request_stop() { __atomic_store_n(&stop, 1u, __ATOMIC_RELAXED); }
 };
 
 // `eval` has the run's symbols bound (every expression must evaluate); `views` holds every

@@ -327,6 +327,48 @@ TEST(MegakernelStress, StopWordCancels) {
   EXPECT_NE(st.message().find("run stopped in or before kernel k0"), std::string::npos) << st.message();
 }
 
+// The stop word set by another thread while blocks run and wait (the host's cancel and
+// deadline): the run ends with kCancelled, or completes when it was already done.
+TEST(MegakernelStress, StopWordFromAnotherThread) {
+  std::mt19937 rng(5);
+  int cancelled = 0;
+  for (int r = 0; r < 20; ++r) {
+    const Case c = random_case(rng, 24, 40, 2, 12);
+    DeviceProgram dp;
+    ASSERT_TRUE(build_device_program(c.program, small_registers(), &dp).is_ok());
+    ExprEvaluator eval(c.program);
+    std::vector<float> arena(static_cast<size_t>(c.arena_bytes / 4) + 1), y(c.x.size());
+    std::vector<TensorView> views(c.program.tensors.size());
+    for (size_t t = 0; t < views.size(); ++t) {
+      const TensorDesc& d = c.program.tensors[t];
+      views[t].dtype = DType::Float;
+      views[t].dims = {24, 40};
+      if (t == 0) views[t].data = const_cast<float*>(c.x.data());
+      else if (t == 1) views[t].data = y.data();
+      else views[t].data = reinterpret_cast<char*>(arena.data()) + c.program.expr_code[c.program.exprs[d.arena_offset].begin].value;
+    }
+    DeviceRun run;
+    ASSERT_TRUE(bind_device_run(c.program, dp, eval, views, &run).is_ok());
+    EmulatorOptions emu;
+    emu.blocks = 4;
+    emu.threads_per_block = 2;
+    emu.tile_hook = [](uint32_t, int64_t) { std::this_thread::sleep_for(std::chrono::microseconds(200)); };
+    std::thread stopper([&run] {
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+      run.request_stop();
+    });
+    Status st = emulate_megakernel(dp, run, emu);
+    stopper.join();
+    if (st.is_ok()) {
+      EXPECT_EQ(y, c.expected);
+    } else {
+      EXPECT_EQ(st.code(), StatusCode::kCancelled) << st.message();
+      ++cancelled;
+    }
+  }
+  EXPECT_GT(cancelled, 0);
+}
+
 TEST(MegakernelDeviceForm, RefusesCallOpNamingTheNode) {
   Case c = aliasing_case();
   NodeRecord node;
