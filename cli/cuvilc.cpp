@@ -18,6 +18,7 @@
 
 #include "codegen/lower.h"
 #include "codegen/package_builder.h"
+#include "codegen/ptx/megakernel_ptx.h"
 #include "frontend/onnx_import.h"
 #include "ir/printer.h"
 #include "cli/cuvilc_report.h"
@@ -406,10 +407,12 @@ void verify_written_package(int fd, uint64_t size) {
 }
 
 int run_compile(const std::string& path, std::string emit, std::string output, const CompileOptions& options,
-                const PipelineFlags& flags, const std::string& report_path, const std::string& quant_svg = "") {
+                const PipelineFlags& flags, const std::string& report_path, bool include_ptx,
+                const std::string& quant_svg = "") {
   const auto start = Clock::now();
   if (!flags.stop_after.empty()) {
-    if (emit == "bytecode") fail(ExitCode::kUsage, "--stop-after stops before bytecode exists; use --emit ir");
+    if (emit == "bytecode" || emit == "ptx")
+      fail(ExitCode::kUsage, "--stop-after stops before ", emit, " exists; use --emit ir");
     emit = "ir";
   }
   InputFileLog reads;
@@ -474,6 +477,18 @@ int run_compile(const std::string& path, std::string emit, std::string output, c
   report.kernel_nodes = lowered.kernel_nodes;
   report.not_fused = lowered.not_fused;
   progress.clear();
+  if (emit == "ptx") {
+    // The megakernel PTX the package's PTX section holds (the whole megakernel: per-package
+    // specialisation is not implemented yet, docs/ptx.md).
+    if (codegen::megakernel_ptx().empty())
+      fail(ExitCode::kUnsupported, "--emit ptx: this cuvilc was built without the megakernel PTX (clang-19 was not "
+                                   "found when it was built)");
+    const std::string text(codegen::megakernel_ptx());
+    if (output.empty() || output == "-") std::cout << text;
+    else write_compile_output(output, text, reads);
+    finish(output.empty() ? "-" : output);
+    return 0;
+  }
   if (emit == "bytecode") {
     std::string text = rt::disassemble(lowered.program);
     if (output.empty() || output == "-") std::cout << text;
@@ -488,7 +503,9 @@ int run_compile(const std::string& path, std::string emit, std::string output, c
   std::vector<codegen::BucketProgram> programs;
   for (size_t i = 0; i < buckets.size(); ++i) programs.push_back({&bucket_programs[i], buckets[i]});
   progress.show("[4/4] writing and verifying " + output);
-  codegen::PackagePieces pieces = codegen::build_package_pieces(m, programs, passes_summary(report.passes) + quant_text);
+  codegen::PackagePieces pieces = codegen::build_package_pieces(
+      m, programs, passes_summary(report.passes) + quant_text,
+      include_ptx ? codegen::megakernel_ptx_section() : std::vector<uint8_t>{});
   Pieces data{std::string_view(reinterpret_cast<const char*>(pieces.head.data()), pieces.head.size())};
   data.insert(data.end(), pieces.weights.begin(), pieces.weights.end());
   refuse_output_over_input(output, reads);
@@ -562,13 +579,19 @@ int main_impl(int argc, char** argv) {
                  "after the passes (graph rewrites, symbolic shape inference; docs/ir.md); `--emit bytecode` the disassembled "
                  "program (docs/isa.md). If/Loop/Scan become program-level control flow.");
   compile->add_option("model", compile_path, "ONNX model file (.onnx)")->required();
-  compile->add_option("--emit", emit, "Print a stage instead of writing a package: ir | bytecode")
-      ->check(CLI::IsMember({"ir", "bytecode"}));
+  compile->add_option("--emit", emit,
+                      "Print a stage instead of writing a package: ir | bytecode | ptx (the GPU megakernel's "
+                      "PTX, sm_80, PTX ISA 7.0, as the package's PTX section holds it; docs/ptx.md)")
+      ->check(CLI::IsMember({"ir", "bytecode", "ptx"}));
   compile->add_option("-o,--output", output,
                       "Output file. Default: <model>.cuvir in the current directory (with --emit: "
                       "standard output; '-' also means standard output). Written atomically; an "
                       "existing file is left untouched when the compile fails. A path naming the "
                       "model or one of its external data files is refused.");
+  bool no_ptx = false;
+  compile->add_flag("--no-ptx", no_ptx,
+                    "Leave the PTX section (the GPU megakernel, docs/ptx.md) out of the package; it is "
+                    "included by default when this cuvilc was built with it");
   compile->add_flag("--no-fusion", compile_settings.no_fusion, "Do not build tile kernels (fused elementwise chains, reductions, MatMul/Gemm, casts): only CallOps");
   compile->add_option("--layout", compile_settings.layout,
                       "Convolution layout: nhwc runs every chain of convolutions channels-last with "
@@ -634,7 +657,7 @@ int main_impl(int argc, char** argv) {
     return run_quantize(quantize_path, quantize_output, resolve_options(quantize_settings), quantize_settings.quant_report,
                         quantize_report);
   return run_compile(compile_path, emit, output, resolve_options(compile_settings), pipeline_flags, report_path,
-                     compile_settings.quant_report);
+                     !no_ptx, compile_settings.quant_report);
 }
 
 }  // namespace

@@ -12,7 +12,8 @@ namespace cuvil::codegen {
 namespace {
 
 rt::PackageContents package_contents(const Model& model, const LoweredModel& lowered,
-                                     const std::string& passes_report, size_t programs = 1) {
+                                     const std::string& passes_report, size_t programs,
+                                     const std::vector<uint8_t>& ptx_section) {
   const Graph& g = *model.graph;
   std::vector<rt::ManifestEntry> m;
   m.push_back({"cuvil", "0.1.0"});
@@ -50,6 +51,7 @@ rt::PackageContents package_contents(const Model& model, const LoweredModel& low
   contents.manifest = rt::render_manifest(m);
   if (programs == 1) contents.programs.push_back({lowered.program, {}});
   contents.report = report.str();
+  contents.ptx = ptx_section;
   return contents;
 }
 
@@ -84,12 +86,12 @@ constexpr uint8_t kZeros[64] = {};
 }  // namespace
 
 PackagePieces build_package_pieces(const Model& model, const LoweredModel& lowered,
-                                   const std::string& passes_report) {
-  return build_package_pieces(model, std::vector<BucketProgram>{{&lowered, Bucket{}}}, passes_report);
+                                   const std::string& passes_report, const std::vector<uint8_t>& ptx_section) {
+  return build_package_pieces(model, std::vector<BucketProgram>{{&lowered, Bucket{}}}, passes_report, ptx_section);
 }
 
 PackagePieces build_package_pieces(const Model& model, const std::vector<BucketProgram>& programs,
-                                   const std::string& passes_report) {
+                                   const std::string& passes_report, const std::vector<uint8_t>& ptx_section) {
   CUVIL_ASSERT(!programs.empty(), "a package needs a program");
   const LoweredModel& lowered = *programs.front().lowered;
   PackagePieces out;
@@ -107,7 +109,7 @@ PackagePieces build_package_pieces(const Model& model, const std::vector<BucketP
     add(p.data->bytes.data(), p.data->bytes.size());
   }
   CUVIL_ASSERT(at == lowered.weights_size, "weight pieces do not fill the section");
-  rt::PackageContents contents = package_contents(model, lowered, passes_report, programs.size());
+  rt::PackageContents contents = package_contents(model, lowered, passes_report, programs.size(), ptx_section);
   if (programs.size() > 1) {
     std::ostringstream report;
     for (size_t i = 0; i < programs.size(); ++i) {
@@ -140,8 +142,8 @@ PackagePieces build_package_pieces(const Model& model, const std::vector<BucketP
 }
 
 std::vector<uint8_t> build_package(const Model& model, const LoweredModel& lowered,
-                                   const std::string& passes_report) {
-  rt::PackageContents contents = package_contents(model, lowered, passes_report);
+                                   const std::string& passes_report, const std::vector<uint8_t>& ptx_section) {
+  rt::PackageContents contents = package_contents(model, lowered, passes_report, 1, ptx_section);
   contents.weights = gather_weights(lowered);
   return rt::write_package(contents);
 }

@@ -16,8 +16,11 @@
 namespace cuvil::codegen {
 
 // `passes_report` (the pipeline's node counts per pass, no times) is appended to the report.
+// `ptx_section`, when not empty, becomes the PTX section (codegen/ptx/megakernel_ptx.h
+// megakernel_ptx_section; cuvilc includes it unless --no-ptx).
 std::vector<uint8_t> build_package(const Model& model, const LoweredModel& lowered,
-                                   const std::string& passes_report = "");
+                                   const std::string& passes_report = "",
+                                   const std::vector<uint8_t>& ptx_section = {});
 
 // The same package as pieces to write in order: `head` (everything before the weights' bytes)
 // and then each of `weights` (views of the model's tensors and zero padding; they stay valid
@@ -29,7 +32,8 @@ struct PackagePieces {
   uint64_t size = 0;  // head + weights
 };
 PackagePieces build_package_pieces(const Model& model, const LoweredModel& lowered,
-                                   const std::string& passes_report = "");
+                                   const std::string& passes_report = "",
+                                   const std::vector<uint8_t>& ptx_section = {});
 
 // One program per shape bucket (codegen/buckets.h), in selection order, each lowered with its
 // bucket's ranges; the weights come from programs[0] (every program must place them alike:
@@ -40,6 +44,7 @@ struct BucketProgram {
   Bucket bucket;
 };
 PackagePieces build_package_pieces(const Model& model, const std::vector<BucketProgram>& programs,
-                                   const std::string& passes_report = "");
+                                   const std::string& passes_report = "",
+                                   const std::vector<uint8_t>& ptx_section = {});
 
 }  // namespace cuvil::codegen

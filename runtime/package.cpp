@@ -298,6 +298,7 @@ std::vector<uint8_t> write_package_head(const PackageContents& c, uint64_t weigh
   if (!c.report.empty())
     parts.push_back({SectionKind::REPORT, 0, 8, reinterpret_cast<const uint8_t*>(c.report.data()),
                      c.report.size()});
+  if (!c.ptx.empty()) parts.push_back({SectionKind::PTX, 0, 8, c.ptx.data(), c.ptx.size()});
   // Weights last: the metadata stays together at the front of the file.
   // Its bytes are not part of the head: data is null, the size and checksum come from the caller.
   parts.push_back({SectionKind::WEIGHTS, kSectionCritical, kWeightsAlignment, nullptr, weights_size});
@@ -579,6 +580,11 @@ Status LoadedPackage::verify_and_decode() {
       case SectionKind::PROGRAMS: programs = &s; break;
       case SectionKind::BUCKETS: buckets = &s; break;
       case SectionKind::REPORT: report_.assign(bytes, s.size); break;
+      case SectionKind::PTX: {
+        Status st = decode_ptx_section(d + s.offset, s.size, &ptx_);
+        if (!st) return st;
+        break;
+      }
       default: break;  // unknown or reserved, non-critical: skipped
     }
   }

@@ -1,7 +1,8 @@
 // The .cuvir package, format 3 (docs/format.md): a fixed header, a section table, and the
 // sections of runtime/sections.def: MANIFEST, WEIGHTS, PROGRAMS (one program per shape bucket),
-// BUCKETS (each program's guard) and the optional REPORT; PANELS, STATE, QUANT and PTX are
-// reserved for the issues that define them. write_package produces the bytes
+// BUCKETS (each program's guard) and the optional REPORT and PTX (the megakernel per GPU
+// target, runtime/ptx_section.h); PANELS, STATE and QUANT are reserved for the issues that
+// define them. write_package produces the bytes
 // (deterministically); LoadedPackage opens a file (memory-mapped, weights used in place) or a
 // memory buffer and verifies ALL of it before returning: header, section table bounds,
 // alignment and overlap, per-section CRC-32C, manifest text, program decoding and
@@ -16,6 +17,7 @@
 #include <vector>
 
 #include "runtime/program.h"
+#include "runtime/ptx_section.h"
 #include "runtime/status.h"
 
 namespace cuvil::rt {
@@ -108,6 +110,7 @@ struct PackageContents {
   std::vector<uint8_t> weights;  // the WEIGHTS section
   std::vector<PackageProgram> programs;  // PROGRAMS and BUCKETS, in selection order
   std::string report;            // REPORT section; omitted when empty
+  std::vector<uint8_t> ptx;      // PTX section (runtime/ptx_section.h); omitted when empty
 };
 // The package bytes. Deterministic: the same contents give the same bytes (padding is zero,
 // nothing depends on time or environment). Writing a file atomically is the caller's job.
@@ -152,6 +155,8 @@ class LoadedPackage {
   const uint8_t* weights() const { return weights_; }
   uint64_t weights_size() const { return weights_size_; }
   const std::string& report() const { return report_; }
+  // The PTX section's records (runtime/ptx_section.h); empty when the package has none.
+  const std::vector<PtxRecord>& ptx() const { return ptx_; }
   // The whole package.
   const uint8_t* data() const { return data_; }
   size_t size() const { return size_; }
@@ -174,6 +179,7 @@ class LoadedPackage {
   std::vector<Program> programs_;
   std::vector<BucketGuard> guards_;
   std::string report_;
+  std::vector<PtxRecord> ptx_;
   const uint8_t* weights_ = nullptr;
   uint64_t weights_size_ = 0;
 };

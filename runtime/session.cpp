@@ -269,10 +269,7 @@ size_t Session::select_program() const {
 static Status cuda_usable(const LoadedPackage& package) {
   const cuda::DeviceInfo& info = cuda::probe();
   if (!info.usable) return Status(StatusCode::kUnsupported, "device cuda: " + info.reason);
-  bool has_ptx = false;
-  for (const SectionEntry& e : package.sections())
-    if (e.kind == static_cast<uint32_t>(SectionKind::PTX)) has_ptx = true;
-  if (!has_ptx)
+  if (package.ptx().empty())
     return Status(StatusCode::kUnsupported,
                   "device cuda: the package has no PTX section (the megakernel for " + info.name + ")");
   return Status(StatusCode::kUnsupported, "device cuda: " + info.name +

@@ -90,6 +90,10 @@ TEST_F(CliDevice, DeviceOlderThanSm80) {
 }
 
 TEST_F(CliDevice, CurrentDeviceButPackageWithoutPtx) {
+  // Packages carry the megakernel's PTX by default when cuvilc was built with clang-19.
+  RunResult c = run_tool(tmp_.path(), CUVIL_CUVILC,
+                         {"compile", tmp_.file("relu.onnx"), "-o", package_, "--no-ptx"});
+  ASSERT_EQ(c.exit_code, 0) << c.err;
   RunResult r = run(CUVIL_FAKE_CUDA, "FAKE_CUDA_SM=90", {"--device", "cuda"});
   EXPECT_EQ(r.exit_code, 4) << r.err;
   EXPECT_MENTIONS(r.err, "the package has no PTX section");
@@ -97,6 +101,18 @@ TEST_F(CliDevice, CurrentDeviceButPackageWithoutPtx) {
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_MENTIONS(report(), "\"device\": \"cpu\"");
   EXPECT_MENTIONS(report(), "no PTX section");
+}
+
+TEST_F(CliDevice, PackageWithPtxStillRunsOnTheCpu) {
+  RunResult c = run_tool(tmp_.path(), CUVIL_CUVILC, {"compile", tmp_.file("relu.onnx"), "-o", package_, "--emit", "ptx"});
+  if (c.exit_code != 0) GTEST_SKIP() << "this cuvilc has no megakernel PTX (built without clang-19): " << c.err;
+  c = run_tool(tmp_.path(), CUVIL_CUVILC, {"compile", tmp_.file("relu.onnx"), "-o", package_});
+  ASSERT_EQ(c.exit_code, 0) << c.err;
+  RunResult r = run(CUVIL_FAKE_CUDA, "FAKE_CUDA_SM=90", {"--device", "cuda"});
+  EXPECT_EQ(r.exit_code, 4) << r.err;
+  EXPECT_MENTIONS(r.err, "Fake GPU found, but this runtime cannot run programs on CUDA yet");
+  r = run(CUVIL_FAKE_CUDA, "FAKE_CUDA_SM=90", {"--device", "auto"});
+  EXPECT_EQ(r.exit_code, 0) << r.err;
 }
 
 TEST_F(CliDevice, UnknownDeviceIsAUsageError) {

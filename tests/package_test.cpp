@@ -499,8 +499,8 @@ TEST(BadPackage, BucketAndProgramCountsDisagree) {
   EXPECT_REFUSED(open_bytes(b), "PROGRAMS section: ");
 }
 
-// A reserved kind (runtime/sections.def) flagged critical is refused with its owner named; a
-// non-critical one (PTX) is skipped.
+// A reserved kind (runtime/sections.def) flagged critical is refused with its owner named. PTX
+// is read (runtime/ptx_section.h): other bytes labelled PTX are refused as a malformed section.
 TEST(BadPackage, ReservedCriticalSection) {
   Bytes b = write_package(make_contents());
   const size_t at = entry_at(b, find_entry(b, SectionKind::REPORT));
@@ -509,9 +509,7 @@ TEST(BadPackage, ReservedCriticalSection) {
   EXPECT_REFUSED(open_bytes(b), "section 3 (STATE): this section kind is reserved for issue 10 (KV-cache state)");
   set<uint32_t>(b, at + kKind, static_cast<uint32_t>(SectionKind::PTX));
   set<uint32_t>(b, at + kFlags, 0);
-  std::shared_ptr<LoadedPackage> pkg;
-  Status st = open_bytes(b, &pkg);
-  EXPECT_TRUE(st.is_ok()) << st.message();
+  EXPECT_REFUSED(open_bytes(b), "PTX section: truncated record count");
 }
 
 // docs/format.md's "Section kinds" table lists every row of runtime/sections.def with its
