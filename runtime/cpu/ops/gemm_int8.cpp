@@ -1,0 +1,406 @@
+// The 8-bit integer GEMM (gemm_int8.h): one micro kernel per kernel path, each templated on
+// its row count so that short row groups and GEMV-sized products (m <= kInt8GemvMaxRows) do
+// no work for padding rows; the blocking of the float32 GEMM (GotoBLAS order: b packed in
+// panels over the whole depth, an mc x kc block of a packed per task, a kc x nr panel of b
+// reused across the block's row groups); and the zero-point and epilogue arithmetic.
+//
+// Layouts (the same for every path, nr differs): b as panels of nr columns, depth grouped by
+// four, bpack[panel][k / 4][nr][4] int8 (zero past k and past column n), then colsum[panels *
+// nr] int32, the column sums of the packed b (for the za term). a per row group of mr rows as
+// apack[k / 4][mr][4] uint8 (VNNI, portable) or int16 (AVX2, widened once at packing instead
+// of once per product). Each 4-byte group is one vpdpbusd lane.
+//
+// Paths: AVX-512 VNNI 14 x 32 (28 zmm accumulators, vpdpbusd with a broadcast a group); AVX2
+// 6 x 8 (b widened to int16 with vpmovsxbw, vpmaddwd: every pair sum is at most 2 * 255 * 128
+// in magnitude, so nothing saturates, unlike vpmaddubsw whose int16 pair sum of 255 * 127 * 2
+// would; the pairs are folded with vphaddd at the end); portable 4 x 8 in plain C++. The
+// accumulators wrap modulo 2^32 like the reference, so all paths agree bitwise.
+#include "runtime/cpu/ops/gemm_int8.h"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <memory>
+#include <vector>
+
+#if defined(__x86_64__)
+#include <immintrin.h>
+#endif
+
+#include "runtime/cpu/ops/kernel_util.h"
+#include "runtime/cpu/ops/packed_weights.h"
+
+#if defined(__x86_64__) && defined(__GNUC__)
+#define CUVIL_X86_KERNELS 1
+#define CUVIL_TARGET_AVX2 __attribute__((target("avx2,fma")))
+#define CUVIL_TARGET_VNNI \
+  __attribute__((target("avx512f,avx512bw,avx512dq,avx512vl,avx512vnni,avx2,fma")))
+#else
+#define CUVIL_X86_KERNELS 0
+#endif
+
+namespace cuvil::rt::ops {
+namespace {
+
+// acc[R][nr] (row stride ldc, int32) = (first ? 0 : acc) + sum over kc4 depth groups of the
+// packed a rows (a_stride elements apart per depth group) times the packed b panel.
+using Int8TileFn = void (*)(int64_t kc4, const void* a, int64_t a_stride, const int8_t* b,
+                            int32_t* c, int64_t ldc, bool first);
+
+constexpr int kMaxMr = 14;
+
+struct Int8Kernel {
+  int id;  // distinguishes the packed weight forms
+  const char* name;
+  int64_t mr, nr;
+  bool a_int16;  // a packed as int16 (AVX2) or uint8
+  Int8TileFn tiles[kMaxMr];  // tiles[R - 1] for R = 1 .. mr
+};
+
+// ---- portable: 4 x 8 ------------------------------------------------------------------------
+
+template <int R>
+void tile_portable(int64_t kc4, const void* av, int64_t a_stride, const int8_t* b, int32_t* c,
+                   int64_t ldc, bool first) {
+  constexpr int NR = 8;
+  const uint8_t* a = static_cast<const uint8_t*>(av);
+  uint32_t acc[R][NR] = {};
+  for (int64_t p = 0; p < kc4; ++p) {
+    const uint8_t* ap = a + p * a_stride;
+    const int8_t* bp = b + p * NR * 4;
+    for (int r = 0; r < R; ++r)
+      for (int j = 0; j < NR; ++j) {
+        int32_t s = 0;
+        for (int q = 0; q < 4; ++q) s += int32_t(ap[r * 4 + q]) * int32_t(bp[j * 4 + q]);
+        acc[r][j] += static_cast<uint32_t>(s);
+      }
+  }
+  for (int r = 0; r < R; ++r)
+    for (int j = 0; j < NR; ++j) {
+      uint32_t* dst = reinterpret_cast<uint32_t*>(c + r * ldc + j);
+      *dst = first ? acc[r][j] : *dst + acc[r][j];
+    }
+}
+
+#if CUVIL_X86_KERNELS
+
+// ---- AVX2: 6 x 8 over int16 (vpmaddwd) -------------------------------------------------------
+
+template <int R>
+CUVIL_TARGET_AVX2 void tile_avx2(int64_t kc4, const void* av, int64_t a_stride, const int8_t* b,
+                                 int32_t* c, int64_t ldc, bool first) {
+  const int16_t* a = static_cast<const int16_t*>(av);
+  // x[r]: columns 0-3, y[r]: columns 4-7, each as two partial sums (depth pairs 0-1, 2-3).
+  __m256i x[R], y[R];
+  for (int r = 0; r < R; ++r) x[r] = y[r] = _mm256_setzero_si256();
+  for (int64_t p = 0; p < kc4; ++p) {
+    const int8_t* bp = b + p * 32;
+    const __m256i b0 = _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(bp)));
+    const __m256i b1 =
+        _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(bp + 16)));
+    const int16_t* ap = a + p * a_stride;
+#pragma GCC unroll 6
+    for (int r = 0; r < R; ++r) {
+      long long g;
+      std::memcpy(&g, ap + r * 4, sizeof(g));
+      const __m256i ar = _mm256_set1_epi64x(g);
+      x[r] = _mm256_add_epi32(x[r], _mm256_madd_epi16(ar, b0));
+      y[r] = _mm256_add_epi32(y[r], _mm256_madd_epi16(ar, b1));
+    }
+  }
+  for (int r = 0; r < R; ++r) {
+    // hadd gives [c0 c1 c4 c5 | c2 c3 c6 c7]; the permute restores column order.
+    const __m256i s = _mm256_permute4x64_epi64(_mm256_hadd_epi32(x[r], y[r]), 0xD8);
+    __m256i* dst = reinterpret_cast<__m256i*>(c + r * ldc);
+    _mm256_storeu_si256(dst, first ? s : _mm256_add_epi32(_mm256_loadu_si256(dst), s));
+  }
+}
+
+// ---- AVX-512 VNNI: 14 x 32 (vpdpbusd) --------------------------------------------------------
+
+template <int R>
+CUVIL_TARGET_VNNI void tile_vnni(int64_t kc4, const void* av, int64_t a_stride, const int8_t* b,
+                                 int32_t* c, int64_t ldc, bool first) {
+  const uint8_t* a = static_cast<const uint8_t*>(av);
+  __m512i x[R], y[R];
+  for (int r = 0; r < R; ++r) x[r] = y[r] = _mm512_setzero_si512();
+  for (int64_t p = 0; p < kc4; ++p) {
+    const __m512i b0 = _mm512_loadu_si512(b + p * 128);
+    const __m512i b1 = _mm512_loadu_si512(b + p * 128 + 64);
+    const uint8_t* ap = a + p * a_stride;
+#pragma GCC unroll 14
+    for (int r = 0; r < R; ++r) {
+      int32_t g;
+      std::memcpy(&g, ap + r * 4, sizeof(g));
+      const __m512i ar = _mm512_set1_epi32(g);
+      x[r] = _mm512_dpbusd_epi32(x[r], ar, b0);
+      y[r] = _mm512_dpbusd_epi32(y[r], ar, b1);
+    }
+  }
+  for (int r = 0; r < R; ++r) {
+    int32_t* dst = c + r * ldc;
+    if (first) {
+      _mm512_storeu_si512(dst, x[r]);
+      _mm512_storeu_si512(dst + 16, y[r]);
+    } else {
+      _mm512_storeu_si512(dst, _mm512_add_epi32(_mm512_loadu_si512(dst), x[r]));
+      _mm512_storeu_si512(dst + 16, _mm512_add_epi32(_mm512_loadu_si512(dst + 16), y[r]));
+    }
+  }
+}
+
+#endif  // CUVIL_X86_KERNELS
+
+const Int8Kernel kPortable{0, "portable", 4, 8, false,
+                           {tile_portable<1>, tile_portable<2>, tile_portable<3>, tile_portable<4>}};
+#if CUVIL_X86_KERNELS
+const Int8Kernel kAvx2{1, "avx2", 6, 8, true,
+                       {tile_avx2<1>, tile_avx2<2>, tile_avx2<3>, tile_avx2<4>, tile_avx2<5>,
+                        tile_avx2<6>}};
+const Int8Kernel kVnni{2, "avx512-vnni", 14, 32, false,
+                       {tile_vnni<1>, tile_vnni<2>, tile_vnni<3>, tile_vnni<4>, tile_vnni<5>,
+                        tile_vnni<6>, tile_vnni<7>, tile_vnni<8>, tile_vnni<9>, tile_vnni<10>,
+                        tile_vnni<11>, tile_vnni<12>, tile_vnni<13>, tile_vnni<14>}};
+#endif
+
+const Int8Kernel& int8_kernel(CpuPath path) {
+#if CUVIL_X86_KERNELS
+  if (path == CpuPath::Avx512 && cpu_path_supported(CpuPath::Avx512) && cpu_has_avx512_vnni())
+    return kVnni;
+  if (path != CpuPath::Portable && cpu_path_supported(CpuPath::Avx2)) return kAvx2;
+#endif
+  (void)path;
+  return kPortable;
+}
+
+// ---- blocking -------------------------------------------------------------------------------
+
+struct Int8Blocking {
+  int64_t kc4;  // depth groups per block
+  int64_t mc;   // rows per a block (a multiple of mr)
+};
+
+Int8Blocking int8_blocking(const Int8Kernel& uk) {
+  static const std::pair<int64_t, int64_t> caches = [] {
+    int64_t l1 = 32 << 10, l2 = 1 << 20;
+#if defined(_SC_LEVEL1_DCACHE_SIZE) && defined(_SC_LEVEL2_CACHE_SIZE)
+    // sysconf answers 0 or -1 where the kernel does not say (some VMs): keep the defaults then.
+    const long s1 = sysconf(_SC_LEVEL1_DCACHE_SIZE), s2 = sysconf(_SC_LEVEL2_CACHE_SIZE);
+    if (s1 >= (16 << 10) && s1 <= (1 << 20)) l1 = s1;
+    if (s2 >= (128 << 10) && s2 <= (64 << 20)) l2 = s2;
+#endif
+    return std::make_pair(l1, l2);
+  }();
+  Int8Blocking bl;
+  // The b micro-panel (kc4 x nr x 4 bytes) in half of L1, the a block in half of L2, as for
+  // float32 (gemm_blocking_for) with byte-sized elements.
+  bl.kc4 = std::clamp<int64_t>(caches.first / 2 / (uk.nr * 4), 16, 1024);
+  const int64_t a_group_bytes = bl.kc4 * 4 * (uk.a_int16 ? 2 : 1) * uk.mr;
+  bl.mc = std::clamp<int64_t>(caches.second / 2 / a_group_bytes, 1, 256 / uk.mr + 1) * uk.mr;
+  return bl;
+}
+
+// Columns per task chunk: the int32 block of a task (mc x chunk) stays in L2 for the epilogue.
+constexpr int64_t kInt8ChunkCols = 256;
+
+// ---- packing --------------------------------------------------------------------------------
+
+inline uint8_t a_value(const Int8GemmArgs& g, int64_t i, int64_t p) {
+  const uint8_t* a = static_cast<const uint8_t*>(g.a);
+  const uint8_t v = g.trans_a ? a[p * g.lda + i] : a[i * g.lda + p];
+  return g.a_signed ? static_cast<uint8_t>(v ^ 0x80) : v;  // int8 x -> x + 128
+}
+
+// b[p][j] moved to int8: uint8 x -> x - 128.
+inline int8_t b_value(const Int8GemmArgs& g, int64_t p, int64_t j) {
+  const uint8_t* b = static_cast<const uint8_t*>(g.b);
+  const uint8_t v = g.trans_b ? b[j * g.ldb + p] : b[p * g.ldb + j];
+  return static_cast<int8_t>(g.b_signed ? v : static_cast<uint8_t>(v ^ 0x80));
+}
+
+struct PackBArgs {
+  const Int8GemmArgs* g;
+  int64_t nr, k4, panels;
+};
+
+// bpack[panels][k4][nr][4] then colsum[panels * nr].
+void pack_b(void* out, void* arg) {
+  const PackBArgs& pa = *static_cast<const PackBArgs*>(arg);
+  const Int8GemmArgs& g = *pa.g;
+  int8_t* dst = static_cast<int8_t*>(out);
+  int32_t* colsum = reinterpret_cast<int32_t*>(dst + pa.panels * pa.k4 * pa.nr * 4);
+  for (int64_t pj = 0; pj < pa.panels; ++pj) {
+    int8_t* panel = dst + pj * pa.k4 * pa.nr * 4;
+    for (int64_t j = 0; j < pa.nr; ++j) {
+      const int64_t col = pj * pa.nr + j;
+      int32_t sum = 0;
+      for (int64_t p = 0; p < pa.k4 * 4; ++p) {
+        const int8_t v = (col < g.n && p < g.k) ? b_value(g, p, col) : int8_t{0};
+        panel[(p / 4) * pa.nr * 4 + j * 4 + p % 4] = v;
+        sum += v;
+      }
+      colsum[col] = sum;
+    }
+  }
+}
+
+// Rows [i0, i0 + rows) and depth groups [q0, q0 + kc4) of a, as groups of mr rows.
+template <typename E>
+void pack_a(const Int8GemmArgs& g, int64_t i0, int64_t rows, int64_t q0, int64_t kc4, int64_t mr,
+            E* out) {
+  for (int64_t gr = 0; gr * mr < rows; ++gr) {
+    E* dst = out + gr * kc4 * mr * 4;
+    const int64_t rg = std::min(mr, rows - gr * mr);
+    for (int64_t r = 0; r < rg; ++r) {
+      const int64_t i = i0 + gr * mr + r;
+      for (int64_t q = 0; q < kc4; ++q)
+        for (int64_t e = 0; e < 4; ++e) {
+          const int64_t p = (q0 + q) * 4 + e;
+          dst[q * mr * 4 + r * 4 + e] = p < g.k ? static_cast<E>(a_value(g, i, p)) : E(0);
+        }
+    }
+  }
+}
+
+template <typename T> inline T saturate_round(float v, int32_t zp) {
+  constexpr float lo = std::is_same_v<T, int8_t> ? -128.f : 0.f;
+  constexpr float hi = std::is_same_v<T, int8_t> ? 127.f : 255.f;
+  float q = std::nearbyint(v) + static_cast<float>(zp);
+  q = std::min(std::max(q, lo), hi);
+  return static_cast<T>(q);
+}
+
+}  // namespace
+
+const char* int8_kernel_name(CpuPath path) { return int8_kernel(path).name; }
+
+void gemm_int8(OpContext* ctx, const Int8GemmArgs& g) { gemm_int8(ctx, g, active_cpu_path()); }
+
+void gemm_int8(OpContext* ctx, const Int8GemmArgs& g, CpuPath path) {
+  if (g.m <= 0 || g.n <= 0) return;
+  const Int8Kernel& uk = int8_kernel(path);
+  const int64_t mr = uk.mr, nr = uk.nr;
+  const int64_t k4 = (std::max<int64_t>(g.k, 0) + 3) / 4;
+  const int64_t panels = (g.n + nr - 1) / nr;
+
+  // Zero points in the kernels' domain (a uint8, b int8).
+  auto za = [&](int64_t i) -> int32_t {
+    const int32_t z = g.a_zero ? g.a_zero[g.a_zero_per_row ? i : 0] : 0;
+    return g.a_signed ? z + 128 : z;
+  };
+  std::vector<int32_t> zb(static_cast<size_t>(g.n));
+  bool any_zb = false;
+  for (int64_t j = 0; j < g.n; ++j) {
+    const int32_t z = g.b_zero ? g.b_zero[g.b_zero_per_column ? j : 0] : 0;
+    zb[j] = g.b_signed ? z : z - 128;
+    any_zb |= zb[j] != 0;
+  }
+
+  // b packed: once per registered weight, else per call.
+  PackBArgs pa{&g, nr, k4, panels};
+  const size_t packed_bytes = static_cast<size_t>(panels * nr * (k4 * 4 + 4));
+  std::shared_ptr<const std::vector<float>> cached;
+  if (g.k > 0) {
+    const int64_t rows = g.trans_b ? g.n : g.k, cols = g.trans_b ? g.k : g.n;
+    const size_t span = static_cast<size_t>((rows - 1) * g.ldb + cols);
+    cached = packed_weight_form(g.b, span, 1 + uk.id * 2 + (g.b_signed ? 1 : 0), g.trans_b, g.k,
+                                g.n, g.ldb, packed_bytes, pack_b, &pa);
+  }
+  std::unique_ptr<float[]> local;
+  if (!cached) {
+    local.reset(new float[(packed_bytes + 3) / 4]);
+    pack_b(local.get(), &pa);
+  }
+  const int8_t* bpack = reinterpret_cast<const int8_t*>(cached ? cached->data() : local.get());
+  const int32_t* colsum = reinterpret_cast<const int32_t*>(bpack + panels * k4 * nr * 4);
+
+  const Int8Blocking bl = int8_blocking(uk);
+  const int threads = ctx ? ctx->threads() : 1;
+  auto round_up = [&](int64_t x) { return (x + mr - 1) / mr * mr; };
+  int64_t mc = std::min(bl.mc, round_up(g.m));
+  if (threads > 1) mc = std::min(mc, round_up((g.m + threads - 1) / threads));
+  const int64_t mblocks = (g.m + mc - 1) / mc;
+  const int64_t chunk_panels = std::max<int64_t>(1, kInt8ChunkCols / nr);
+  const int64_t nchunks = (panels + chunk_panels - 1) / chunk_panels;
+  const int64_t kblocks = std::max<int64_t>(1, (k4 + bl.kc4 - 1) / bl.kc4);
+  const int64_t kc4_even = (k4 + kblocks - 1) / kblocks;
+  const size_t a_elem = uk.a_int16 ? 2 : 1;
+  const Int8Epilogue& ep = g.epilogue;
+
+  auto task = [&](int64_t begin, int64_t end) {
+    const int64_t lds = chunk_panels * nr;
+    std::vector<int32_t> acc(static_cast<size_t>(mc * lds));
+    std::vector<uint8_t> apack(static_cast<size_t>(mc * std::max<int64_t>(kc4_even, 1) * 4) * a_elem);
+    std::vector<int32_t> rowsum(static_cast<size_t>(mc));
+    for (int64_t t = begin; t < end; ++t) {
+      const int64_t mb = t / nchunks, nc = t % nchunks;
+      const int64_t i0 = mb * mc, rows = std::min(mc, g.m - i0);
+      const int64_t p0 = nc * chunk_panels, p1 = std::min(panels, p0 + chunk_panels);
+      if (any_zb)
+        for (int64_t r = 0; r < rows; ++r) {
+          uint32_t s = 0;
+          for (int64_t p = 0; p < g.k; ++p) s += a_value(g, i0 + r, p);
+          rowsum[r] = static_cast<int32_t>(s);
+        }
+      if (k4 == 0) std::fill(acc.begin(), acc.end(), 0);
+      for (int64_t q0 = 0; q0 < k4; q0 += kc4_even) {
+        const int64_t kc4 = std::min(kc4_even, k4 - q0);
+        if (uk.a_int16) pack_a(g, i0, rows, q0, kc4, mr, reinterpret_cast<int16_t*>(apack.data()));
+        else pack_a(g, i0, rows, q0, kc4, mr, apack.data());
+        for (int64_t pj = p0; pj < p1; ++pj) {
+          const int8_t* bp = bpack + (pj * k4 + q0) * nr * 4;
+          for (int64_t gr = 0; gr * mr < rows; ++gr) {
+            const int64_t rg = std::min(mr, rows - gr * mr);
+            uk.tiles[rg - 1](kc4, apack.data() + static_cast<size_t>(gr * kc4 * mr * 4) * a_elem,
+                             mr * 4, bp, acc.data() + gr * mr * lds + (pj - p0) * nr, lds, q0 == 0);
+          }
+        }
+      }
+      // The epilogue over the block, still in cache.
+      const int64_t j0 = p0 * nr, cols = std::min(g.n, p1 * nr) - j0;
+      for (int64_t r = 0; r < rows; ++r) {
+        const int64_t i = i0 + r;
+        const uint32_t zai = static_cast<uint32_t>(za(i));
+        const uint32_t rs = any_zb ? static_cast<uint32_t>(rowsum[r]) : 0u;
+        const int32_t* ar = acc.data() + r * lds;
+        for (int64_t jj = 0; jj < cols; ++jj) {
+          const int64_t j = j0 + jj;
+          const uint32_t zbj = static_cast<uint32_t>(zb[j]);
+          uint32_t v = static_cast<uint32_t>(ar[jj]) - zai * static_cast<uint32_t>(colsum[j]);
+          if (any_zb) v += static_cast<uint32_t>(g.k) * zai * zbj - zbj * rs;
+          const int64_t o = i * g.ldc_row + j * g.ldc_col;
+          switch (ep.kind) {
+            case Int8Epilogue::Kind::kInt32:
+              static_cast<int32_t*>(g.c)[o] = static_cast<int32_t>(v);
+              break;
+            case Int8Epilogue::Kind::kFloat: {
+              float y = static_cast<float>(static_cast<int32_t>(v)) *
+                        ep.scale[ep.scale_per_column ? j : 0];
+              if (ep.bias_f32) y += ep.bias_f32[j];
+              static_cast<float*>(g.c)[o] = y;
+              break;
+            }
+            case Int8Epilogue::Kind::kQuantU8:
+            case Int8Epilogue::Kind::kQuantS8: {
+              if (ep.bias_i32) v += static_cast<uint32_t>(ep.bias_i32[j]);
+              const float y = static_cast<float>(static_cast<int32_t>(v)) *
+                              ep.scale[ep.scale_per_column ? j : 0];
+              if (ep.kind == Int8Epilogue::Kind::kQuantU8)
+                static_cast<uint8_t*>(g.c)[o] = saturate_round<uint8_t>(y, ep.out_zero_point);
+              else
+                static_cast<int8_t*>(g.c)[o] = saturate_round<int8_t>(y, ep.out_zero_point);
+              break;
+            }
+          }
+        }
+      }
+    }
+  };
+  const int64_t tasks = mblocks * nchunks;
+  if (ctx && threads > 1 && tasks > 1) parallel_range(*ctx, tasks, 1, task);
+  else task(0, tasks);
+}
+
+}  // namespace cuvil::rt::ops
