@@ -385,7 +385,10 @@ void gemm_int8(OpContext* ctx, const Int8GemmArgs& g, CpuPath path) {
   const int64_t panels_per_task = (panels + task_chunks - 1) / task_chunks;
   const int64_t nchunks = (panels + panels_per_task - 1) / panels_per_task;
   const int64_t chunk_panels = std::max<int64_t>(1, kInt8ChunkCols / nr);
-  const int64_t kblocks = std::max<int64_t>(1, (k4 + bl.kc4 - 1) / bl.kc4);
+  // GEMV-sized products take the whole depth per panel: the packed panels lie one after the
+  // other, so a task then reads its weights as one sequential stream (a is a few rows, in L1).
+  const int64_t kblocks =
+      g.m <= kInt8GemvMaxRows ? 1 : std::max<int64_t>(1, (k4 + bl.kc4 - 1) / bl.kc4);
   const int64_t kc4_even = (k4 + kblocks - 1) / kblocks;
   const size_t a_elem = uk.a_int16 ? 2 : 1;
   const Int8Epilogue& ep = g.epilogue;
