@@ -7,14 +7,15 @@
 // Layouts (the same for every path, nr differs): b as panels of nr columns, depth grouped by
 // four, bpack[panel][k / 4][nr][4] int8 (zero past k and past column n), then colsum[panels *
 // nr] int32, the column sums of the packed b (for the za term). a per row group of mr rows as
-// apack[k / 4][mr][4] uint8 (VNNI, portable) or int16 (AVX2, widened once at packing instead
+// apack[k / 4][mr][4] uint8 (VNNI) or int16 (AVX2, portable: widened once at packing instead
 // of once per product). Each 4-byte group is one vpdpbusd lane.
 //
 // Paths: AVX-512 VNNI 14 x 32 (28 zmm accumulators, vpdpbusd with a broadcast a group); AVX2
 // 4 x 8 (b widened to int16 with vpmovsxbw, vpmaddwd: every pair sum is at most 2 * 255 * 128
 // in magnitude, so nothing saturates, unlike vpmaddubsw whose int16 pair sum of 255 * 127 * 2
-// would; the pairs are folded with vphaddd at the end); portable 4 x 8 in plain C++. The
-// accumulators wrap modulo 2^32 like the reference, so all paths agree bitwise.
+// would; the pairs are folded with vphaddd at the end); portable 4 x 4 (SSE2 pmaddwd on
+// x86-64, plain C++ elsewhere). The accumulators wrap modulo 2^32 like the reference, so all
+// paths agree bitwise.
 #include "runtime/cpu/ops/gemm_int8.h"
 
 #include <unistd.h>
@@ -27,6 +28,8 @@
 
 #if defined(__x86_64__)
 #include <immintrin.h>
+#elif defined(__SSE2__)
+#include <emmintrin.h>
 #endif
 
 #include "runtime/cpu/ops/kernel_util.h"
@@ -59,16 +62,48 @@ struct Int8Kernel {
   Int8TileFn tiles[kMaxMr];  // tiles[R - 1] for R = 1 .. mr
 };
 
-// ---- portable: 4 x 8 ------------------------------------------------------------------------
+// ---- portable: 4 x 4 over int16 pair sums ---------------------------------------------------
+// a packed as int16. With SSE2 (the x86-64 baseline: no target attribute needed) pmaddwd sums
+// two products of magnitude <= 255 * 128 into int32, as the AVX2 kernel does on half the
+// width; elsewhere plain C++ loops compute the same sums.
 
 template <int R>
 void tile_portable(int64_t kc4, const void* av, int64_t a_stride, const int8_t* b, int32_t* c,
                    int64_t ldc, bool first) {
-  constexpr int NR = 8;
-  const uint8_t* a = static_cast<const uint8_t*>(av);
+  constexpr int NR = 4;
+  const int16_t* a = static_cast<const int16_t*>(av);
+#if defined(__SSE2__)
+  // x: columns 0-1, y: columns 2-3, each as two partial sums (depth pairs 0-1, 2-3).
+  __m128i x[R], y[R];
+  for (int r = 0; r < R; ++r) x[r] = y[r] = _mm_setzero_si128();
+  for (int64_t p = 0; p < kc4; ++p) {
+    const __m128i raw = _mm_loadu_si128(reinterpret_cast<const __m128i*>(b + p * NR * 4));
+    // int8 -> int16 by unpacking with itself and an arithmetic shift.
+    const __m128i b0 = _mm_srai_epi16(_mm_unpacklo_epi8(raw, raw), 8);
+    const __m128i b1 = _mm_srai_epi16(_mm_unpackhi_epi8(raw, raw), 8);
+    const int16_t* ap = a + p * a_stride;
+#pragma GCC unroll 4
+    for (int r = 0; r < R; ++r) {
+      long long g;
+      std::memcpy(&g, ap + r * 4, sizeof(g));
+      const __m128i ar = _mm_set1_epi64x(g);
+      x[r] = _mm_add_epi32(x[r], _mm_madd_epi16(ar, b0));
+      y[r] = _mm_add_epi32(y[r], _mm_madd_epi16(ar, b1));
+    }
+  }
+  for (int r = 0; r < R; ++r) {
+    // [x0+x1, x2+x3, y0+y1, y2+y3] without SSSE3's phaddd.
+    const __m128 xf = _mm_castsi128_ps(x[r]), yf = _mm_castsi128_ps(y[r]);
+    const __m128i even = _mm_castps_si128(_mm_shuffle_ps(xf, yf, _MM_SHUFFLE(2, 0, 2, 0)));
+    const __m128i odd = _mm_castps_si128(_mm_shuffle_ps(xf, yf, _MM_SHUFFLE(3, 1, 3, 1)));
+    const __m128i s = _mm_add_epi32(even, odd);
+    __m128i* dst = reinterpret_cast<__m128i*>(c + r * ldc);
+    _mm_storeu_si128(dst, first ? s : _mm_add_epi32(_mm_loadu_si128(dst), s));
+  }
+#else
   uint32_t acc[R][NR] = {};
   for (int64_t p = 0; p < kc4; ++p) {
-    const uint8_t* ap = a + p * a_stride;
+    const int16_t* ap = a + p * a_stride;
     const int8_t* bp = b + p * NR * 4;
     for (int r = 0; r < R; ++r)
       for (int j = 0; j < NR; ++j) {
@@ -82,6 +117,7 @@ void tile_portable(int64_t kc4, const void* av, int64_t a_stride, const int8_t* 
       uint32_t* dst = reinterpret_cast<uint32_t*>(c + r * ldc + j);
       *dst = first ? acc[r][j] : *dst + acc[r][j];
     }
+#endif
 }
 
 #if CUVIL_X86_KERNELS
@@ -172,7 +208,7 @@ CUVIL_TARGET_VNNI void tile_vnni(int64_t kc4, const void* av, int64_t a_stride, 
 
 #endif  // CUVIL_X86_KERNELS
 
-const Int8Kernel kPortable{0, "portable", 4, 8, false,
+const Int8Kernel kPortable{0, "portable", 4, 4, true,
                            {tile_portable<1>, tile_portable<2>, tile_portable<3>, tile_portable<4>}};
 #if CUVIL_X86_KERNELS
 // 4 rows: with 6, GCC hoists the six a broadcasts above the products and spills accumulators.

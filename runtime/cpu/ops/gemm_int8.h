@@ -67,8 +67,8 @@ void gemm_int8(OpContext* ctx, const Int8GemmArgs& args);
 void gemm_int8(OpContext* ctx, const Int8GemmArgs& args, CpuPath path);
 
 // The int8 micro kernel a path runs: "avx512-vnni" (vpdpbusd, 14 x 32), "avx2" (operands
-// widened to int16, vpmaddwd: no saturation, 4 x 8), "portable" (4 x 8). The avx512 path uses
-// the avx2 kernel on CPUs without VNNI.
+// widened to int16, vpmaddwd: no saturation, 4 x 8), "portable" (4 x 4, SSE2 pmaddwd where
+// the baseline has it). The avx512 path uses the avx2 kernel on CPUs without VNNI.
 const char* int8_kernel_name(CpuPath path);
 
 // Rows at or below which the product takes the GEMV form (each row tile as wide as the rows,
