@@ -4,7 +4,8 @@
 // run with the real cuvil-run; at least 99% of the output elements must lie within one
 // quantisation step (the scale of the output's last QuantizeLinear) of ORT's, and
 // `cuvilc inspect --disasm` must show the int8 kernels the qdq-to-int8 pass put there, on
-// every kernel path (CUVIL_CPU_PATH).
+// every kernel path (CUVIL_CPU_PATH); the same within one step of the model compiled with
+// `--skip-pass qdq-to-int8` (the float QDQ graph), whose disassembly has no int8 products.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -65,27 +66,45 @@ void check(const QdqModel& m, const char* cpu_path) {
   ASSERT_EQ(d.exit_code, 0) << d.err;
   EXPECT_GE(count_of(d.out, m.int8_op), m.int8_ops) << d.out;
 
+  // The same model with the pass skipped: DequantizeLinear, float products, QuantizeLinear.
+  const std::string float_pkg = tmp.file("float.cuvir");
+  RunResult cf = run_tool(tmp.path(), CUVIL_CUVILC,
+                          {"compile", base + ".onnx", "-o", float_pkg, "--skip-pass", "qdq-to-int8"});
+  ASSERT_EQ(cf.exit_code, 0) << cf.err;
+  RunResult df = run_tool(tmp.path(), CUVIL_CUVILC, {"inspect", float_pkg, "--disasm"});
+  EXPECT_EQ(count_of(df.out, m.int8_op), 0u) << df.out;
+
   const std::string out_dir = tmp.file("out");
   RunResult r = run_tool(tmp.path(), CUVIL_RUN,
                          {pkg, "--input", std::string("input=") + base + "_input.npy", "--output-dir", out_dir},
                          std::string("env CUVIL_CPU_PATH=") + cpu_path + " ");
   ASSERT_EQ(r.exit_code, 0) << r.err;
+  const std::string float_dir = tmp.file("float_out");
+  RunResult rf = run_tool(tmp.path(), CUVIL_RUN,
+                          {float_pkg, "--input", std::string("input=") + base + "_input.npy", "--output-dir", float_dir},
+                          std::string("env CUVIL_CPU_PATH=") + cpu_path + " ");
+  ASSERT_EQ(rf.exit_code, 0) << rf.err;
   const std::vector<float> got = npy_floats(out_dir + "/" + m.output + ".npy");
+  const std::vector<float> float_qdq = npy_floats(float_dir + "/" + m.output + ".npy");
   const std::vector<float> want = npy_floats(base + "_output.npy");
   const std::vector<float> step = npy_floats(base + "_step.npy");
   ASSERT_EQ(step.size(), 1u);
   ASSERT_EQ(got.size(), want.size());
   ASSERT_FALSE(want.empty());
-  size_t within = 0;
+  ASSERT_EQ(float_qdq.size(), want.size());
+  size_t within = 0, within_float = 0;
   double worst = 0;
   for (size_t i = 0; i < want.size(); ++i) {
     const double diff = std::fabs(static_cast<double>(got[i]) - want[i]);
     within += diff <= step[0] * 1.0001;
+    within_float += std::fabs(static_cast<double>(got[i]) - float_qdq[i]) <= step[0] * 1.0001;
     worst = std::max(worst, diff);
   }
   EXPECT_GE(within * 100, want.size() * 99)
-      << within << " of " << want.size() << " elements within one step " << step[0] << "; worst "
+      << within << " of " << want.size() << " elements within one step " << step[0] << " of ORT; worst "
       << worst;
+  EXPECT_GE(within_float * 100, want.size() * 99)
+      << within_float << " of " << want.size() << " elements within one step of the float QDQ graph";
   // The test can fail: ORT's output is not all zeros, a constant output would not match it.
   double spread = 0;
   for (float w : want) spread = std::max(spread, std::fabs(static_cast<double>(w) - want[0]));
