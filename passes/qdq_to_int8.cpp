@@ -269,9 +269,14 @@ std::vector<Node> rewrite_linear(Graph& g, Rewriter& rw, size_t i, std::set<size
   if (!av.shape || av.shape->size() < 2 || (gemm && av.shape->size() != 2)) return {};
   const std::optional<Dq> x = activation_dq(g, mm.inputs[0]);
   if (!x) return {};
-  const std::optional<Dq> w = weight_dq(g, mm.inputs[1], 2, trans_b ? 0 : 1);
+  std::optional<Dq> w = weight_dq(g, mm.inputs[1], 2, trans_b ? 0 : 1);
+  // MatMul of two quantized activations (attention's products in a QDQ transformer): B is
+  // packed per call, its scale and zero point are one value each.
+  const Value& bv = g.value(mm.inputs[1]);
+  if (!w && !gemm && bv.shape && bv.shape->size() >= 2) w = activation_dq(g, mm.inputs[1]);
   if (!w) return {};
-  const std::vector<int64_t> wdims = g.value(w->q).data->dims;
+  const bool constant_b = g.value(w->q).data && g.value(w->q).data->dims.size() == 2;
+  std::vector<int64_t> wdims = constant_b ? g.value(w->q).data->dims : std::vector<int64_t>{0, 1};
   const int64_t n_out = trans_b ? wdims[0] : wdims[1], k = trans_b ? wdims[1] : wdims[0];
   std::optional<std::vector<double>> bias;
   if (mm.input(2) != kNoValue) {

@@ -6,6 +6,7 @@
 // 8-bit constant weight (scale per tensor, or per output channel on the output-channel axis):
 //   Conv(DQ(x_q), DQ(w_q), B?) -> QuantizeLinear(sy, zy)   => QLinearConv(x_q .. zy, B_i32)
 //   MatMul(DQ(x_q), DQ(w_q))   -> QuantizeLinear(sy, zy)   => QLinearMatMul(x_q .. zy)
+//   (for MatMul, w_q may also be a second activation of any rank >= 2: attention products)
 //   otherwise (no QuantizeLinear reads the product alone, or a Gemm / MatMul bias):
 //     ConvInteger / MatMulInteger(x_q, w_q, zx, zw) -> Cast(float) -> Mul(sx * sw) -> Add(B)?
 //   (a QuantizeLinear after it stays).

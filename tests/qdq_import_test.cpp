@@ -113,6 +113,8 @@ void check(const QdqModel& m, const char* cpu_path) {
 
 const QdqModel kConvNet{"conv_net", "logits", "QLinearConv", 3};
 const QdqModel kMlp{"mlp", "output", "QLinearMatMul", 2};
+// Five products: the three projections and the two of two activations (q k^T, p v).
+const QdqModel kAttention{"attention", "output", "QLinearMatMul", 5};
 
 TEST(QdqImport, ConvNetMatchesOrtOnEveryPath) {
   for (const char* path : {"portable", "avx2", "avx512"}) check(kConvNet, path);
@@ -120,6 +122,10 @@ TEST(QdqImport, ConvNetMatchesOrtOnEveryPath) {
 
 TEST(QdqImport, MlpMatchesOrtOnEveryPath) {
   for (const char* path : {"portable", "avx2", "avx512"}) check(kMlp, path);
+}
+
+TEST(QdqImport, AttentionMatchesOrtOnEveryPath) {
+  for (const char* path : {"portable", "avx2", "avx512"}) check(kAttention, path);
 }
 
 TEST(QdqImport, GemmWithBiasBecomesMatMulInteger) {

@@ -1,8 +1,9 @@
 """ONNX Runtime quantize_static QDQ models and their ONNX Runtime outputs (suite QdqImport).
 
-Builds two small float models with onnx.helper (random weights, fixed seeds), a conv net
-(Conv+Relu x2, a 1x1 Conv, GlobalAveragePool, Flatten, Gemm) and a transformer-style MLP block
-(MatMul+Add, Relu, MatMul+Add, residual Add over [1, 8, 32]), quantizes each with ONNX
+Builds three small float models with onnx.helper (random weights, fixed seeds), a conv net
+(Conv+Relu x2, a 1x1 Conv, GlobalAveragePool, Flatten, Gemm), a transformer-style MLP block
+(MatMul+Add, Relu, MatMul+Add, residual Add over [1, 8, 32]) and a single-head attention
+(q/k/v projections, q @ k^T, scale, Softmax, @ v: products of two activations), quantizes each with ONNX
 Runtime's quantize_static (QDQ format, per_channel=True, QUInt8 activations, QInt8 weights,
 MinMax calibration on 16 random samples), and writes under testdata/models/:
 
@@ -75,6 +76,27 @@ def mlp_block(rng):
     return graph, (1, 8, 32)
 
 
+def attention(rng):
+    w = lambda *s: rng.normal(0, 0.25, s)
+    inits = [init("wq", w(16, 16)), init("wk", w(16, 16)), init("wv", w(16, 16)),
+             init("scale", np.float32(0.25))]
+    nodes = [
+        helper.make_node("MatMul", ["input", "wq"], ["q"], name="q_proj"),
+        helper.make_node("MatMul", ["input", "wk"], ["k"], name="k_proj"),
+        helper.make_node("MatMul", ["input", "wv"], ["v"], name="v_proj"),
+        helper.make_node("Transpose", ["k"], ["kt"], name="k_transpose", perm=[0, 2, 1]),
+        helper.make_node("MatMul", ["q", "kt"], ["s"], name="scores"),
+        helper.make_node("Mul", ["s", "scale"], ["ss"], name="scale"),
+        helper.make_node("Softmax", ["ss"], ["p"], name="softmax", axis=-1),
+        helper.make_node("MatMul", ["p", "v"], ["output"], name="context"),
+    ]
+    graph = helper.make_graph(
+        nodes, "qdq_attention",
+        [helper.make_tensor_value_info("input", TensorProto.FLOAT, [1, 8, 16])],
+        [helper.make_tensor_value_info("output", TensorProto.FLOAT, [1, 8, 16])], inits)
+    return graph, (1, 8, 16)
+
+
 class Reader(CalibrationDataReader):
     def __init__(self, shape, seed):
         rng = np.random.default_rng(seed)
@@ -93,7 +115,7 @@ def last_output_step(model, output):
 
 
 def main():
-    for name, make, seed in (("conv_net", conv_net, 1), ("mlp", mlp_block, 2)):
+    for name, make, seed in (("conv_net", conv_net, 1), ("mlp", mlp_block, 2), ("attention", attention, 3)):
         graph, shape = make(np.random.default_rng(seed))
         model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
         model.ir_version = 8
