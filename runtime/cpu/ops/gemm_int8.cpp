@@ -451,72 +451,72 @@ void gemm_int8(OpContext* ctx, const Int8GemmArgs& g, CpuPath path) {
         else pack_a(g, i0, rows, 0, k4, mr, apack.data());
       }
       for (int64_t p0 = tp0; p0 < tp1; p0 += chunk_panels) {
-      const int64_t p1 = std::min(tp1, p0 + chunk_panels);
-      if (k4 == 0) std::fill(acc.begin(), acc.end(), 0);
-      for (int64_t q0 = 0; q0 < k4; q0 += kc4_even) {
-        const int64_t kc4 = std::min(kc4_even, k4 - q0);
-        for (int64_t pj = p0; pj < p1; ++pj) {
-          const int8_t* bp = bpack + (pj * k4 + q0) * nr * 4;
-          for (int64_t gr = 0; gr * mr < rows; ++gr) {
-            const int64_t rg = std::min(mr, rows - gr * mr);
-            const uint8_t* ap = apack.data() + static_cast<size_t>((gr * k4 + q0) * mr * 4) * a_elem;
-            uk.tiles[rg - 1](kc4, ap, mr * 4, bp, acc.data() + gr * mr * lds + (pj - p0) * nr, lds,
-                             q0 == 0);
+        const int64_t p1 = std::min(tp1, p0 + chunk_panels);
+        if (k4 == 0) std::fill(acc.begin(), acc.end(), 0);
+        for (int64_t q0 = 0; q0 < k4; q0 += kc4_even) {
+          const int64_t kc4 = std::min(kc4_even, k4 - q0);
+          for (int64_t pj = p0; pj < p1; ++pj) {
+            const int8_t* bp = bpack + (pj * k4 + q0) * nr * 4;
+            for (int64_t gr = 0; gr * mr < rows; ++gr) {
+              const int64_t rg = std::min(mr, rows - gr * mr);
+              const uint8_t* ap = apack.data() + static_cast<size_t>((gr * k4 + q0) * mr * 4) * a_elem;
+              uk.tiles[rg - 1](kc4, ap, mr * 4, bp, acc.data() + gr * mr * lds + (pj - p0) * nr, lds,
+                               q0 == 0);
+            }
           }
         }
-      }
-      // The epilogue over the block, still in cache: the zero-point terms, then the kind's
-      // store (one loop per kind).
-      const int64_t j0 = p0 * nr, cols = std::min(g.n, p1 * nr) - j0;
-      for (int64_t r = 0; r < rows; ++r) {
-        const int64_t i = i0 + r;
-        const uint32_t zai = static_cast<uint32_t>(za(i));
-        const uint32_t rs = any_zb ? static_cast<uint32_t>(rowsum[r]) : 0u;
-        uint32_t* ar = reinterpret_cast<uint32_t*>(acc.data() + r * lds);
-        if (zai != 0)
-          for (int64_t jj = 0; jj < cols; ++jj) ar[jj] -= zai * static_cast<uint32_t>(colsum[j0 + jj]);
-        if (any_zb)
-          for (int64_t jj = 0; jj < cols; ++jj) {
-            const uint32_t zbj = static_cast<uint32_t>(zb[j0 + jj]);
-            ar[jj] += static_cast<uint32_t>(g.k) * zai * zbj - zbj * rs;
-          }
-        const int32_t* v = acc.data() + r * lds;
-        const int64_t o = i * g.ldc_row + j0 * g.ldc_col, st = g.ldc_col;
-        switch (ep.kind) {
-          case Int8Epilogue::Kind::kInt32: {
-            int32_t* y = static_cast<int32_t*>(g.c) + o;
-            if (st == 1) std::memcpy(y, v, static_cast<size_t>(cols) * sizeof(int32_t));
-            else for (int64_t jj = 0; jj < cols; ++jj) y[jj * st] = v[jj];
-            break;
-          }
-          case Int8Epilogue::Kind::kFloat: {
-            float* y = static_cast<float*>(g.c) + o;
-            const float* sc = ep.scale + (ep.scale_per_column ? j0 : 0);
-            const int64_t ss = ep.scale_per_column ? 1 : 0;
+        // The epilogue over the block, still in cache: the zero-point terms, then the kind's
+        // store (one loop per kind).
+        const int64_t j0 = p0 * nr, cols = std::min(g.n, p1 * nr) - j0;
+        for (int64_t r = 0; r < rows; ++r) {
+          const int64_t i = i0 + r;
+          const uint32_t zai = static_cast<uint32_t>(za(i));
+          const uint32_t rs = any_zb ? static_cast<uint32_t>(rowsum[r]) : 0u;
+          uint32_t* ar = reinterpret_cast<uint32_t*>(acc.data() + r * lds);
+          if (zai != 0)
+            for (int64_t jj = 0; jj < cols; ++jj) ar[jj] -= zai * static_cast<uint32_t>(colsum[j0 + jj]);
+          if (any_zb)
             for (int64_t jj = 0; jj < cols; ++jj) {
-              float f = static_cast<float>(v[jj]) * sc[jj * ss];
-              if (ep.bias_f32) f += ep.bias_f32[j0 + jj];
-              y[jj * st] = f;
+              const uint32_t zbj = static_cast<uint32_t>(zb[j0 + jj]);
+              ar[jj] += static_cast<uint32_t>(g.k) * zai * zbj - zbj * rs;
             }
-            break;
-          }
-          case Int8Epilogue::Kind::kQuantU8:
-          case Int8Epilogue::Kind::kQuantS8: {
-            const float* sc = ep.scale + (ep.scale_per_column ? j0 : 0);
-            const int64_t ss = ep.scale_per_column ? 1 : 0;
-            for (int64_t jj = 0; jj < cols; ++jj) {
-              uint32_t x = static_cast<uint32_t>(v[jj]);
-              if (ep.bias_i32) x += static_cast<uint32_t>(ep.bias_i32[j0 + jj]);
-              const float f = static_cast<float>(static_cast<int32_t>(x)) * sc[jj * ss];
-              if (ep.kind == Int8Epilogue::Kind::kQuantU8)
-                static_cast<uint8_t*>(g.c)[o + jj * st] = saturate_round<uint8_t>(f, ep.out_zero_point);
-              else
-                static_cast<int8_t*>(g.c)[o + jj * st] = saturate_round<int8_t>(f, ep.out_zero_point);
+          const int32_t* v = acc.data() + r * lds;
+          const int64_t o = i * g.ldc_row + j0 * g.ldc_col, st = g.ldc_col;
+          switch (ep.kind) {
+            case Int8Epilogue::Kind::kInt32: {
+              int32_t* y = static_cast<int32_t*>(g.c) + o;
+              if (st == 1) std::memcpy(y, v, static_cast<size_t>(cols) * sizeof(int32_t));
+              else for (int64_t jj = 0; jj < cols; ++jj) y[jj * st] = v[jj];
+              break;
             }
-            break;
+            case Int8Epilogue::Kind::kFloat: {
+              float* y = static_cast<float*>(g.c) + o;
+              const float* sc = ep.scale + (ep.scale_per_column ? j0 : 0);
+              const int64_t ss = ep.scale_per_column ? 1 : 0;
+              for (int64_t jj = 0; jj < cols; ++jj) {
+                float f = static_cast<float>(v[jj]) * sc[jj * ss];
+                if (ep.bias_f32) f += ep.bias_f32[j0 + jj];
+                y[jj * st] = f;
+              }
+              break;
+            }
+            case Int8Epilogue::Kind::kQuantU8:
+            case Int8Epilogue::Kind::kQuantS8: {
+              const float* sc = ep.scale + (ep.scale_per_column ? j0 : 0);
+              const int64_t ss = ep.scale_per_column ? 1 : 0;
+              for (int64_t jj = 0; jj < cols; ++jj) {
+                uint32_t x = static_cast<uint32_t>(v[jj]);
+                if (ep.bias_i32) x += static_cast<uint32_t>(ep.bias_i32[j0 + jj]);
+                const float f = static_cast<float>(static_cast<int32_t>(x)) * sc[jj * ss];
+                if (ep.kind == Int8Epilogue::Kind::kQuantU8)
+                  static_cast<uint8_t*>(g.c)[o + jj * st] = saturate_round<uint8_t>(f, ep.out_zero_point);
+                else
+                  static_cast<int8_t*>(g.c)[o + jj * st] = saturate_round<int8_t>(f, ep.out_zero_point);
+              }
+              break;
+            }
           }
         }
-      }
       }
     }
   };
