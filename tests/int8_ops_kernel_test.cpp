@@ -278,3 +278,28 @@ TEST(Int8OpsKernel, QLinearMatMulPerColumnAndPerRowScales) {
 }
 
 }  // namespace
+
+namespace {
+
+// An image large enough that the im2col columns are cut into chunks of output rows
+// (nn.cpp's kColumnBudget): every chunk's product lands at its own rows.
+TEST(Int8OpsKernel, ConvIntegerInChunksOfRows) {
+  const TensorData x = bytes_tensor(DType::UInt8, {1, 64, 130, 130}, 31);
+  const TensorData w = bytes_tensor(DType::Int8, {8, 64, 3, 3}, 32);
+  const std::vector<int64_t> pads = {0, 0, 0, 0}, strides = {1, 1}, dil = {1, 1};
+  const TensorData xzt = values<uint8_t>(DType::UInt8, {}, {17});
+  std::vector<int64_t> dims;
+  const std::vector<int32_t> want = conv_reference(x, w, 17, {0}, 1, pads, strides, dil, &dims);
+  PathGuard guard;
+  for (CpuPath path : rt::supported_cpu_paths()) {
+    ASSERT_TRUE(rt::set_cpu_path_for_testing(path));
+    Result r = run("ConvInteger", {}, {&x, &w, &xzt}, 2);
+    ASSERT_TRUE(r.st.is_ok()) << r.st.message();
+    ASSERT_EQ(r.out.dims, dims);
+    std::vector<int32_t> got(want.size());
+    std::memcpy(got.data(), r.out.bytes.data(), got.size() * 4);
+    EXPECT_EQ(got, want) << rt::cpu_path_name(path);
+  }
+}
+
+}  // namespace
