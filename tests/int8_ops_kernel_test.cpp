@@ -146,14 +146,15 @@ TEST(Int8OpsKernel, ConvIntegerGroupedPaddedStridedDilated) {
     const bool xs = variant & 1, ws = variant & 2;
     const int64_t group = variant < 2 ? 1 : 2;
     const TensorData x = bytes_tensor(xs ? DType::Int8 : DType::UInt8, {2, 4, 7, 9}, 10 + variant);
-    const TensorData w = bytes_tensor(ws ? DType::Int8 : DType::UInt8, {6, 4 / group, 3, 2}, 20 + variant);
+    // 8 output channels: with group 2, 4 per group, which take the GEMM (fewer go direct).
+    const TensorData w = bytes_tensor(ws ? DType::Int8 : DType::UInt8, {8, 4 / group, 3, 2}, 20 + variant);
     const std::vector<int64_t> pads = {1, 0, 2, 1}, strides = {2, 1}, dil = {1, 2};
     const int32_t xz = xs ? -7 : 131;
-    std::vector<int32_t> wz = {ws ? 3 : 128, ws ? -5 : 120, 0, ws ? 127 : 255, ws ? -128 : 0, 9};
+    std::vector<int32_t> wz = {ws ? 3 : 128, ws ? -5 : 120, 0, ws ? 127 : 255, ws ? -128 : 0, 9, 1, 2};
     std::vector<uint8_t> wzb(wz.size());
     for (size_t i = 0; i < wz.size(); ++i) wzb[i] = static_cast<uint8_t>(wz[i]);
     const TensorData xzt = values<uint8_t>(x.dtype, {}, {static_cast<uint8_t>(xz)});
-    const TensorData wzt = values<uint8_t>(w.dtype, {6}, wzb);
+    const TensorData wzt = values<uint8_t>(w.dtype, {8}, wzb);
     std::vector<int64_t> dims;
     const std::vector<int32_t> want = conv_reference(x, w, xz, wz, group, pads, strides, dil, &dims);
     on_every_path([&](int threads) {
@@ -280,6 +281,58 @@ TEST(Int8OpsKernel, QLinearMatMulPerColumnAndPerRowScales) {
 }  // namespace
 
 namespace {
+
+// Depthwise (group = channels) and 2 channels per group: the direct path, not the GEMM, with
+// per-channel zero points and the requantising epilogue.
+TEST(Int8OpsKernel, DepthwiseQLinearConvAndConvIntegerDirect) {
+  for (int64_t mult : {1, 2}) {
+    const int64_t c = 6, m = c * mult;
+    const TensorData x = bytes_tensor(DType::UInt8, {2, c, 9, 8}, 41);
+    const TensorData w = bytes_tensor(DType::Int8, {m, 1, 3, 3}, 42);
+    const std::vector<int64_t> pads = {1, 1, 1, 1}, strides = {2, 1}, dil = {1, 1};
+    std::vector<int32_t> wz(static_cast<size_t>(m));
+    std::vector<int8_t> wzb(static_cast<size_t>(m));
+    std::vector<float> wscale(static_cast<size_t>(m));
+    std::vector<int32_t> bias(static_cast<size_t>(m));
+    for (int64_t i = 0; i < m; ++i) {
+      wz[i] = static_cast<int32_t>(i * 7 % 11) - 5;
+      wzb[i] = static_cast<int8_t>(wz[i]);
+      wscale[i] = 0.002f * static_cast<float>(i + 1);
+      bias[i] = static_cast<int32_t>(i * 300) - 900;
+    }
+    const TensorData xz = values<uint8_t>(DType::UInt8, {}, {90});
+    const TensorData wzt = values<int8_t>(DType::Int8, {m}, wzb);
+    std::vector<int64_t> dims;
+    const std::vector<int32_t> acc = conv_reference(x, w, 90, wz, c, pads, strides, dil, &dims);
+    const std::map<std::string, Attribute> attrs = {
+        {"group", one_int(c)}, {"pads", ints(pads)}, {"strides", ints(strides)}};
+    const TensorData xs = values<float>(DType::Float, {}, {0.03f});
+    const TensorData wst = values<float>(DType::Float, {m}, wscale);
+    const TensorData ys = values<float>(DType::Float, {}, {0.07f});
+    const TensorData yz = values<uint8_t>(DType::UInt8, {}, {128});
+    const TensorData b = values<int32_t>(DType::Int32, {m}, bias);
+    const int64_t plane = dims[2] * dims[3];
+    std::vector<int32_t> want(acc.size());
+    for (size_t i = 0; i < acc.size(); ++i) {
+      const int64_t ch = (static_cast<int64_t>(i) / plane) % m;
+      float v = std::nearbyint(static_cast<float>(acc[i] + bias[ch]) * (0.03f * wscale[ch] / 0.07f)) + 128.f;
+      want[i] = static_cast<int32_t>(std::min(std::max(v, 0.f), 255.f));
+    }
+    on_every_path([&](int threads) {
+      Result r = run("ConvInteger", attrs, {&x, &w, &xz, &wzt}, threads);
+      ASSERT_TRUE(r.st.is_ok()) << r.st.message();
+      ASSERT_EQ(r.out.dims, dims);
+      std::vector<int32_t> got(acc.size());
+      std::memcpy(got.data(), r.out.bytes.data(), got.size() * 4);
+      EXPECT_EQ(got, acc) << "ConvInteger, " << mult << " per group";
+      Result q = run("QLinearConv", attrs, {&x, &xs, &xz, &w, &wst, &wzt, &ys, &yz, &b}, threads);
+      ASSERT_TRUE(q.st.is_ok()) << q.st.message();
+      std::vector<int32_t> gq(want.size());
+      for (size_t i = 0; i < gq.size(); ++i) gq[i] = elem(q.out, static_cast<int64_t>(i));
+      EXPECT_EQ(gq, want) << "QLinearConv, " << mult << " per group";
+    });
+  }
+}
 
 // An image large enough that the im2col columns are cut into chunks of output rows
 // (nn.cpp's kColumnBudget): every chunk's product lands at its own rows.

@@ -364,6 +364,36 @@ template <typename T> inline T saturate_round(float v, int32_t zp) {
 
 const char* int8_kernel_name(CpuPath path) { return int8_kernel(path).name; }
 
+void int8_epilogue_column(const Int8Epilogue& ep, int64_t j, const int32_t* acc, int64_t count,
+                          void* out, int64_t stride) {
+  const float scale = ep.scale ? ep.scale[ep.scale_per_column ? j : 0] : 1.f;
+  for (int64_t i = 0; i < count; ++i) {
+    const int64_t o = i * stride;
+    switch (ep.kind) {
+      case Int8Epilogue::Kind::kInt32:
+        static_cast<int32_t*>(out)[o] = acc[i];
+        break;
+      case Int8Epilogue::Kind::kFloat: {
+        float f = static_cast<float>(acc[i]) * scale;
+        if (ep.bias_f32) f += ep.bias_f32[j];
+        static_cast<float*>(out)[o] = f;
+        break;
+      }
+      case Int8Epilogue::Kind::kQuantU8:
+      case Int8Epilogue::Kind::kQuantS8: {
+        uint32_t x = static_cast<uint32_t>(acc[i]);
+        if (ep.bias_i32) x += static_cast<uint32_t>(ep.bias_i32[j]);
+        const float f = static_cast<float>(static_cast<int32_t>(x)) * scale;
+        if (ep.kind == Int8Epilogue::Kind::kQuantU8)
+          static_cast<uint8_t*>(out)[o] = saturate_round<uint8_t>(f, ep.out_zero_point);
+        else
+          static_cast<int8_t*>(out)[o] = saturate_round<int8_t>(f, ep.out_zero_point);
+        break;
+      }
+    }
+  }
+}
+
 void gemm_int8(OpContext* ctx, const Int8GemmArgs& g) { gemm_int8(ctx, g, active_cpu_path()); }
 
 void gemm_int8(OpContext* ctx, const Int8GemmArgs& g, CpuPath path) {

@@ -66,6 +66,12 @@ struct Int8GemmArgs {
 void gemm_int8(OpContext* ctx, const Int8GemmArgs& args);
 void gemm_int8(OpContext* ctx, const Int8GemmArgs& args, CpuPath path);
 
+// The epilogue outside the GEMM (the direct depthwise convolution): out[i * stride] for
+// i < count (elements of ep's type) from the int32 sums acc[i] of output column j, with the
+// formulas gemm_int8 applies.
+void int8_epilogue_column(const Int8Epilogue& ep, int64_t j, const int32_t* acc, int64_t count,
+                          void* out, int64_t stride);
+
 // The int8 micro kernel a path runs: "avx512-vnni" (vpdpbusd, 14 x 32), "avx2" (operands
 // widened to int16, vpmaddwd: no saturation, 4 x 8), "portable" (4 x 4, SSE2 pmaddwd where
 // the baseline has it). The avx512 path uses the avx2 kernel on CPUs without VNNI.

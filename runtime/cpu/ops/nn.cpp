@@ -622,7 +622,7 @@ Status kernel_Conv(OpContext& ctx) { return conv_forward(ctx, nullptr, false); }
 namespace {
 
 // y[n, m, p] = epilogue(sum (x - x_zp) * (w - w_zp[m]) over the window) on the int8 GEMM
-// (gemm_int8.h): per image and group, the im2col columns of x ([kg][positions], x's own bytes,
+// (gemm_int8.h), or directly for depthwise and small groups: per image and group, the im2col columns of x ([kg][positions], x's own bytes,
 // padded with its zero point so that a pad contributes 0) are a transposed A, the group's rows
 // of W ([mg][kg]) a transposed B (packed once per package weight), and the [positions x mg]
 // product is stored transposed into y's [mg][positions]. A per-channel scale, bias or zero
@@ -632,6 +632,22 @@ void conv_int8(OpContext& ctx, const ConvShape& s, const TensorView& x, const Te
                size_t y_elem) {
   const int64_t kg = s.cg * product(s.w.kernel);
   const int64_t pout = product(s.w.out), pin = product(s.w.in);
+  if (s.mg < 4 && s.group > 1) {
+    // Depthwise and small groups: a product of fewer columns than any tile is mostly padding,
+    // so the window is summed directly (conv_direct, as for float) over (x - x_zp) and
+    // (w - w_zp) in uint32, whose wrapping arithmetic is exact modulo 2^32 like the GEMM's.
+    std::vector<uint32_t> xs(static_cast<size_t>(x.numel())), ws(static_cast<size_t>(w.numel()));
+    for (int64_t i = 0; i < x.numel(); ++i) xs[i] = static_cast<uint32_t>(load_int8ish(x, i) - x_zp);
+    const int64_t per_m = w.numel() / s.m;
+    for (int64_t i = 0; i < w.numel(); ++i)
+      ws[i] = static_cast<uint32_t>(load_int8ish(w, i) - w_zp[w_zp.size() == 1 ? 0 : i / per_m]);
+    std::vector<uint32_t> acc(static_cast<size_t>(s.n * s.m * pout));
+    conv_direct<uint32_t>(ctx, s, xs.data(), ws.data(), nullptr, acc.data());
+    for (int64_t nm = 0; nm < s.n * s.m; ++nm)
+      int8_epilogue_column(ep, nm % s.m, reinterpret_cast<const int32_t*>(acc.data() + nm * pout), pout,
+                           static_cast<uint8_t*>(y) + static_cast<size_t>(nm * pout) * y_elem, 1);
+    return;
+  }
   const int64_t last_out = s.w.out.back(), rows = pout / last_out;
   const bool direct = is_pointwise(s.w);
   const int64_t chunk = direct ? rows : rows_per_chunk(kg * last_out, rows);
