@@ -224,7 +224,8 @@ std::vector<Node> rewrite_conv(Graph& g, Rewriter& rw, size_t i, std::set<size_t
   }
   std::vector<ValueId> in = {x->q, w->q, x->zero, w->zero};
   while (!in.empty() && in.back() == kNoValue) in.pop_back();
-  if (in.size() == 3 && in[2] == kNoValue) in.resize(2);
+  // w's zero point without x's: x's is 0 (an omitted input in the middle would read as absent).
+  if (in.size() == 4 && in[2] == kNoValue) in[2] = rw.zero_or_default(kNoValue, g.value(x->q).dtype, base + "/x_zero_point");
   const ValueId acc = rw.temp(base + "/int32", DType::Int32, y);
   Node n = rw.node(OpKind::ConvInteger, base, in, acc);
   n.attrs = conv.attrs;
@@ -309,7 +310,7 @@ std::vector<Node> rewrite_linear(Graph& g, Rewriter& rw, size_t i, std::set<size
   std::vector<ValueId> in = {x->q, wq, x->zero, w->zero};
   while (!in.empty() && in.back() == kNoValue) in.pop_back();
   const ValueId acc = rw.temp(base + "/int32", DType::Int32, y);
-  // MatMulInteger wants both zero points present when the second is: a missing first is 0.
+  // b's zero point without a's: a's is 0, as for ConvInteger above.
   if (in.size() == 4 && in[2] == kNoValue) in[2] = rw.zero_or_default(kNoValue, g.value(x->q).dtype, base + "/a_zero_point");
   out.push_back(rw.node(OpKind::MatMulInteger, base, in, acc));
   const std::vector<float> scales = product_scales(g, *x, *w, n_out);
