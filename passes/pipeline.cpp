@@ -13,6 +13,7 @@
 #include "passes/fuse_epilogues.h"
 #include "passes/infer_shapes.h"
 #include "passes/loop_sequences.h"
+#include "passes/qdq_to_int8.h"
 #include "passes/remove_identities.h"
 #include "passes/shape_arithmetic.h"
 #include "support/error.h"
@@ -27,6 +28,11 @@ std::string run_loop_sequences_to_scans(Model& m, const PassContext&) {
 std::string run_infer_shapes(Model& m, const PassContext& c) {
   infer_shapes(m, c.limits);
   return "";
+}
+std::string run_qdq_to_int8(Model& m, const PassContext&) {
+  const QdqImportStats s = qdq_to_int8(m);
+  return std::to_string(s.qlinear) + " QLinearMatMul/QLinearConv, " + std::to_string(s.integer) +
+         " MatMulInteger/ConvInteger";
 }
 std::string run_fold_constants(Model& m, const PassContext& c) {
   const FoldStats s = fold_constants(m, c.limits.max_fold_elements);

@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "runtime/cpu/ops/gemm_int8.h"
 #include "runtime/cpu/ops/gemm_small.h"
 #include "runtime/cpu/ops/kernel_util.h"
 #include "runtime/cpu/ops/quant_params.h"
@@ -412,6 +413,65 @@ Status kernel_Gemm(OpContext& ctx) {
 }
 
 // ---- MatMulInteger / QLinearMatMul ---------------------------------------------------------
+// Both run on the int8 GEMM (gemm_int8.h) with its epilogue: int32 out, or requantised in the
+// same pass. Only a per-row a_scale (QLinearMatMul) takes an int32 block and a second pass.
+
+namespace {
+
+// Zero points as int32: one value, or `count` (the caller checked the count).
+std::vector<int32_t> int_zero_points(const std::vector<double>& v) {
+  std::vector<int32_t> out(v.size());
+  for (size_t i = 0; i < v.size(); ++i) out[i] = static_cast<int32_t>(v[i]);
+  return out;
+}
+
+// y (elements of y_elem bytes, batches of m x n) = the int8 product of every batch of s with
+// epilogue ep; za has 1 or s.m values, zb 1 or s.n.
+void matmul_int8(OpContext& ctx, const MatMulShape& s, const TensorView& a, const TensorView& b,
+                 const std::vector<int32_t>& za, const std::vector<int32_t>& zb,
+                 const Int8Epilogue& ep, void* y, size_t y_elem) {
+  const int64_t batches = static_cast<int64_t>(s.a_offsets.size());
+  if (batches == 0) return;
+  Int8GemmArgs g;
+  g.n = s.n;
+  g.k = s.k;
+  g.a_signed = a.dtype == DType::Int8;
+  g.lda = s.k;
+  g.b_signed = b.dtype == DType::Int8;
+  g.ldb = s.n;
+  g.b_zero = zb.data();
+  g.b_zero_per_column = zb.size() > 1;
+  g.epilogue = ep;
+  g.ldc_row = s.n;
+  const uint8_t* ap = static_cast<const uint8_t*>(a.data);
+  const uint8_t* bp = static_cast<const uint8_t*>(b.data);
+  uint8_t* yp = static_cast<uint8_t*>(y);
+  if (s.b_shared) {
+    // The batches of a fold into one product of batches * m rows (per-row zero points repeat).
+    std::vector<int32_t> zrows;
+    if (za.size() > 1)
+      for (int64_t t = 0; t < batches; ++t) zrows.insert(zrows.end(), za.begin(), za.end());
+    g.m = s.m * batches;
+    g.a = ap;
+    g.a_zero = za.size() > 1 ? zrows.data() : za.data();
+    g.a_zero_per_row = za.size() > 1;
+    g.b = bp + s.b_offsets[0];
+    g.c = yp;
+    gemm_int8(&ctx, g);
+    return;
+  }
+  g.m = s.m;
+  g.a_zero = za.data();
+  g.a_zero_per_row = za.size() > 1;
+  for (int64_t t = 0; t < batches; ++t) {
+    g.a = ap + s.a_offsets[t];
+    g.b = bp + s.b_offsets[t];
+    g.c = yp + static_cast<size_t>(t * s.m * s.n) * y_elem;
+    gemm_int8(&ctx, g);
+  }
+}
+
+}  // namespace
 
 Status kernel_MatMulInteger(OpContext& ctx) {
   const TensorView* a = ctx.input(0);
@@ -431,12 +491,8 @@ Status kernel_MatMulInteger(OpContext& ctx) {
   CUVIL_RETURN_IF_ERROR(read_quant_param(ctx, bzt, "b_zero_point", s.n, &bzp, 0));
   TensorView* y = nullptr;
   CUVIL_RETURN_IF_ERROR(ctx.allocate_output(0, DType::Int32, s.out_dims, &y));
-  int32_t* yp = y->as<int32_t>();
-  matmul_generic<int32_t>(
-      ctx, s,
-      [&](int64_t o, int64_t i) { return load_int8ish(*a, o) - static_cast<int32_t>(per(azp, i)); },
-      [&](int64_t o, int64_t j) { return load_int8ish(*b, o) - static_cast<int32_t>(per(bzp, j)); },
-      [&](int64_t o, int64_t, int64_t, int32_t v) { yp[o] = v; });
+  matmul_int8(ctx, s, *a, *b, int_zero_points(azp), int_zero_points(bzp), Int8Epilogue{}, y->data,
+              sizeof(int32_t));
   return Status::ok();
 }
 
@@ -463,21 +519,35 @@ Status kernel_QLinearMatMul(OpContext& ctx) {
     return ctx.error(StatusCode::kInvalidArgument, "y_scale must be positive and finite, got ", ys[0]);
   TensorView* y = nullptr;
   CUVIL_RETURN_IF_ERROR(ctx.allocate_output(0, yzt->dtype, s.out_dims, &y));
-  const float qmin = yzt->dtype == DType::Int8 ? -128.f : 0.f;
-  const float qmax = yzt->dtype == DType::Int8 ? 127.f : 255.f;
+  const bool s8 = y->dtype == DType::Int8;
+  const std::vector<int32_t> za = int_zero_points(azp), zb = int_zero_points(bzp);
+  // The requantisation multiplier (a_scale * b_scale) / y_scale in float, per column.
+  auto multiplier = [&](int64_t i, int64_t j) {
+    return static_cast<float>(per(as, i)) * static_cast<float>(per(bs, j)) / static_cast<float>(ys[0]);
+  };
+  if (as.size() == 1) {
+    std::vector<float> scale(bs.size());
+    for (size_t j = 0; j < bs.size(); ++j) scale[j] = multiplier(0, static_cast<int64_t>(j));
+    Int8Epilogue ep;
+    ep.kind = s8 ? Int8Epilogue::Kind::kQuantS8 : Int8Epilogue::Kind::kQuantU8;
+    ep.scale = scale.data();
+    ep.scale_per_column = scale.size() > 1;
+    ep.out_zero_point = static_cast<int32_t>(yzp[0]);
+    matmul_int8(ctx, s, *a, *b, za, zb, ep, y->data, 1);
+    return Status::ok();
+  }
+  // A scale per row of a: int32 first, then the per-element multiplier.
+  std::vector<int32_t> acc(static_cast<size_t>(y->numel()));
+  matmul_int8(ctx, s, *a, *b, za, zb, Int8Epilogue{}, acc.data(), sizeof(int32_t));
+  const float qmin = s8 ? -128.f : 0.f, qmax = s8 ? 127.f : 255.f;
   const float zp = static_cast<float>(yzp[0]);
-  matmul_generic<int32_t>(
-      ctx, s,
-      [&](int64_t o, int64_t i) { return load_int8ish(*a, o) - static_cast<int32_t>(per(azp, i)); },
-      [&](int64_t o, int64_t j) { return load_int8ish(*b, o) - static_cast<int32_t>(per(bzp, j)); },
-      [&](int64_t o, int64_t i, int64_t j, int32_t acc) {
-        const float scale = static_cast<float>(per(as, i)) * static_cast<float>(per(bs, j)) /
-                            static_cast<float>(ys[0]);
-        float v = std::nearbyint(static_cast<float>(acc) * scale) + zp;
-        v = std::min(std::max(v, qmin), qmax);
-        if (y->dtype == DType::Int8) y->as<int8_t>()[o] = static_cast<int8_t>(v);
-        else y->as<uint8_t>()[o] = static_cast<uint8_t>(v);
-      });
+  for (int64_t o = 0; o < y->numel(); ++o) {
+    const int64_t i = (o / s.n) % s.m, j = o % s.n;
+    float v = std::nearbyint(static_cast<float>(acc[o]) * multiplier(i, j)) + zp;
+    v = std::min(std::max(v, qmin), qmax);
+    if (s8) y->as<int8_t>()[o] = static_cast<int8_t>(v);
+    else y->as<uint8_t>()[o] = static_cast<uint8_t>(v);
+  }
   return Status::ok();
 }
 

@@ -15,6 +15,7 @@
 
 #include "runtime/cpu/ops/conv.h"
 #include "runtime/cpu/ops/conv_depthwise.h"
+#include "runtime/cpu/ops/gemm_int8.h"
 #include "runtime/cpu/ops/kernel_util.h"
 #include "runtime/cpu/ops/quant_params.h"
 #include "runtime/cpu/vec_math.h"
@@ -620,39 +621,74 @@ Status kernel_Conv(OpContext& ctx) { return conv_forward(ctx, nullptr, false); }
 
 namespace {
 
-// acc[n, m, p] = sum (x - x_zp) * (w - w_zp[m]) over the window, in int32.
-void conv_integer_core(OpContext& ctx, const ConvShape& s, const TensorView& x, const TensorView& w,
-                       int32_t x_zp, const std::vector<double>& w_zp, int32_t* acc) {
+// y[n, m, p] = epilogue(sum (x - x_zp) * (w - w_zp[m]) over the window) on the int8 GEMM
+// (gemm_int8.h), or directly for depthwise and small groups: per image and group, the im2col columns of x ([kg][positions], x's own bytes,
+// padded with its zero point so that a pad contributes 0) are a transposed A, the group's rows
+// of W ([mg][kg]) a transposed B (packed once per package weight), and the [positions x mg]
+// product is stored transposed into y's [mg][positions]. A per-channel scale, bias or zero
+// point of ep / w_zp is indexed by output channel.
+void conv_int8(OpContext& ctx, const ConvShape& s, const TensorView& x, const TensorView& w,
+               int32_t x_zp, const std::vector<int32_t>& w_zp, const Int8Epilogue& ep, void* y,
+               size_t y_elem) {
   const int64_t kg = s.cg * product(s.w.kernel);
   const int64_t pout = product(s.w.out), pin = product(s.w.in);
+  if (s.mg < 4 && s.group > 1) {
+    // Depthwise and small groups: a product of fewer columns than any tile is mostly padding,
+    // so the window is summed directly (conv_direct, as for float) over (x - x_zp) and
+    // (w - w_zp) in uint32, whose wrapping arithmetic is exact modulo 2^32 like the GEMM's.
+    std::vector<uint32_t> xs(static_cast<size_t>(x.numel())), ws(static_cast<size_t>(w.numel()));
+    for (int64_t i = 0; i < x.numel(); ++i) xs[i] = static_cast<uint32_t>(load_int8ish(x, i) - x_zp);
+    const int64_t per_m = w.numel() / s.m;
+    for (int64_t i = 0; i < w.numel(); ++i)
+      ws[i] = static_cast<uint32_t>(load_int8ish(w, i) - w_zp[w_zp.size() == 1 ? 0 : i / per_m]);
+    std::vector<uint32_t> acc(static_cast<size_t>(s.n * s.m * pout));
+    conv_direct<uint32_t>(ctx, s, xs.data(), ws.data(), nullptr, acc.data());
+    for (int64_t nm = 0; nm < s.n * s.m; ++nm)
+      int8_epilogue_column(ep, nm % s.m, reinterpret_cast<const int32_t*>(acc.data() + nm * pout), pout,
+                           static_cast<uint8_t*>(y) + static_cast<size_t>(nm * pout) * y_elem, 1);
+    return;
+  }
   const int64_t last_out = s.w.out.back(), rows = pout / last_out;
-  const int64_t chunk = rows_per_chunk(kg * last_out, rows);
-  std::vector<int32_t> xs(static_cast<size_t>(s.cg * pin));
-  std::vector<int32_t> col(static_cast<size_t>(kg * chunk * last_out));
-  std::vector<int32_t> ws(static_cast<size_t>(s.m * kg));
-  for (int64_t m = 0; m < s.m; ++m)
-    for (int64_t k = 0; k < kg; ++k)
-      ws[m * kg + k] = load_int8ish(w, m * kg + k) - static_cast<int32_t>(per(w_zp, m));
+  const bool direct = is_pointwise(s.w);
+  const int64_t chunk = direct ? rows : rows_per_chunk(kg * last_out, rows);
+  std::vector<uint8_t> col(direct ? 0 : static_cast<size_t>(kg * chunk * last_out));
+  const uint8_t* xb = static_cast<const uint8_t*>(x.data);
+  const uint8_t* wb = static_cast<const uint8_t*>(w.data);
+  uint8_t* yb = static_cast<uint8_t*>(y);
+  Int8GemmArgs g;
+  g.n = s.mg;
+  g.k = kg;
+  g.a_signed = x.dtype == DType::Int8;
+  g.trans_a = true;
+  g.a_zero = &x_zp;
+  g.b_signed = w.dtype == DType::Int8;
+  g.trans_b = true;
+  g.ldb = kg;
+  g.b_zero_per_column = w_zp.size() > 1;
+  g.ldc_row = 1;
+  g.ldc_col = pout;
   for (int64_t n = 0; n < s.n; ++n) {
-    for (int64_t g = 0; g < s.group; ++g) {
-      const int64_t xoff = (n * s.c + g * s.cg) * pin;
-      for (int64_t i = 0; i < s.cg * pin; ++i) xs[i] = load_int8ish(x, xoff + i) - x_zp;
+    for (int64_t gi = 0; gi < s.group; ++gi) {
+      const int64_t m0 = gi * s.mg;
+      const uint8_t* xg = xb + (n * s.c + gi * s.cg) * pin;
+      g.b = wb + m0 * kg;
+      g.b_zero = w_zp.data() + (w_zp.size() > 1 ? m0 : 0);
+      g.epilogue = ep;
+      if (ep.scale && ep.scale_per_column) g.epilogue.scale = ep.scale + m0;
+      if (ep.bias_f32) g.epilogue.bias_f32 = ep.bias_f32 + m0;
+      if (ep.bias_i32) g.epilogue.bias_i32 = ep.bias_i32 + m0;
       for (int64_t r0 = 0; r0 < rows; r0 += chunk) {
         const int64_t r1 = std::min(rows, r0 + chunk), cols = (r1 - r0) * last_out;
-        im2col<int32_t>(&ctx, xs.data(), s.w, s.cg, 0, col.data(), r0, r1);
-        parallel_range(ctx, s.mg, 1, [&](int64_t begin, int64_t end) {
-          for (int64_t mi = begin; mi < end; ++mi) {
-            const int64_t m = g * s.mg + mi;
-            int32_t* yrow = acc + (n * s.m + m) * pout + r0 * last_out;
-            std::fill(yrow, yrow + cols, 0);
-            for (int64_t k = 0; k < kg; ++k) {
-              const uint32_t wv = static_cast<uint32_t>(ws[m * kg + k]);
-              const int32_t* crow = col.data() + k * cols;
-              for (int64_t p = 0; p < cols; ++p)
-                yrow[p] = static_cast<int32_t>(static_cast<uint32_t>(yrow[p]) + wv * static_cast<uint32_t>(crow[p]));
-            }
-          }
-        });
+        if (direct) {
+          g.a = xg;
+        } else {
+          im2col<uint8_t>(&ctx, xg, s.w, s.cg, static_cast<uint8_t>(x_zp), col.data(), r0, r1);
+          g.a = col.data();
+        }
+        g.m = cols;
+        g.lda = direct ? pin : cols;
+        g.c = yb + static_cast<size_t>((n * s.m + m0) * pout + r0 * last_out) * y_elem;
+        gemm_int8(&ctx, g);
       }
     }
   }
@@ -674,7 +710,8 @@ Status kernel_ConvInteger(OpContext& ctx) {
   CUVIL_RETURN_IF_ERROR(read_quant_param(ctx, ctx.input(3), "w_zero_point", s.m, &wzp, 0));
   TensorView* y = nullptr;
   CUVIL_RETURN_IF_ERROR(ctx.allocate_output(0, DType::Int32, s.out_dims, &y));
-  conv_integer_core(ctx, s, *x, *w, static_cast<int32_t>(xzp[0]), wzp, y->as<int32_t>());
+  std::vector<int32_t> wz(wzp.begin(), wzp.end());
+  conv_int8(ctx, s, *x, *w, static_cast<int32_t>(xzp[0]), wz, Int8Epilogue{}, y->data, sizeof(int32_t));
   return Status::ok();
 }
 
@@ -703,24 +740,18 @@ Status kernel_QLinearConv(OpContext& ctx) {
                      dtype_name(b->dtype), " ", dims_string(b->dims));
   TensorView* y = nullptr;
   CUVIL_RETURN_IF_ERROR(ctx.allocate_output(0, yzt->dtype, s.out_dims, &y));
-  std::vector<int32_t> acc(static_cast<size_t>(y->numel()));
-  conv_integer_core(ctx, s, *x, *w, static_cast<int32_t>(xzp[0]), wzp, acc.data());
-  const int64_t pout = product(s.w.out);
-  const float qmin = yzt->dtype == DType::Int8 ? -128.f : 0.f;
-  const float qmax = yzt->dtype == DType::Int8 ? 127.f : 255.f;
-  for (int64_t nm = 0; nm < s.n * s.m; ++nm) {
-    const int64_t m = nm % s.m;
-    const float scale = static_cast<float>(xs[0]) * static_cast<float>(per(ws, m)) / static_cast<float>(ys[0]);
-    const int32_t bias = b ? b->as<int32_t>()[m] : 0;
-    for (int64_t p = 0; p < pout; ++p) {
-      const int64_t o = nm * pout + p;
-      const int32_t a = static_cast<int32_t>(static_cast<uint32_t>(acc[o]) + static_cast<uint32_t>(bias));
-      float v = std::nearbyint(static_cast<float>(a) * scale) + static_cast<float>(yzp[0]);
-      v = std::min(std::max(v, qmin), qmax);
-      if (y->dtype == DType::Int8) y->as<int8_t>()[o] = static_cast<int8_t>(v);
-      else y->as<uint8_t>()[o] = static_cast<uint8_t>(v);
-    }
-  }
+  // The requantisation multiplier (x_scale * w_scale) / y_scale in float, per channel.
+  std::vector<float> scale(ws.size());
+  for (size_t m = 0; m < ws.size(); ++m)
+    scale[m] = static_cast<float>(xs[0]) * static_cast<float>(ws[m]) / static_cast<float>(ys[0]);
+  Int8Epilogue ep;
+  ep.kind = y->dtype == DType::Int8 ? Int8Epilogue::Kind::kQuantS8 : Int8Epilogue::Kind::kQuantU8;
+  ep.scale = scale.data();
+  ep.scale_per_column = scale.size() > 1;
+  ep.bias_i32 = b ? b->as<int32_t>() : nullptr;
+  ep.out_zero_point = static_cast<int32_t>(yzp[0]);
+  std::vector<int32_t> wz(wzp.begin(), wzp.end());
+  conv_int8(ctx, s, *x, *w, static_cast<int32_t>(xzp[0]), wz, ep, y->data, 1);
   return Status::ok();
 }
 

@@ -60,39 +60,67 @@ void unregister_weight_region(const void* data) {
   c.regions.erase(it);
 }
 
+namespace {
+
+// The entry for `ekey` when [begin, begin + span) lies wholly inside a registered region,
+// made (with `need` bytes reserved) on first use; nullptr otherwise.
+std::shared_ptr<Entry> find_entry(const uint8_t* begin, size_t span, const EntryKey& ekey,
+                                  size_t need) {
+  Cache& c = cache();
+  std::lock_guard<std::mutex> lock(c.mu);
+  if (c.regions.empty()) return nullptr;
+  auto it = c.regions.upper_bound(begin);
+  if (it == c.regions.begin()) return nullptr;
+  --it;
+  if (begin + span > it->first + it->second.size) return nullptr;
+  std::shared_ptr<Entry>& slot = it->second.entries[ekey];
+  if (!slot) {
+    // Reserve the bytes now, so that concurrent first uses cannot overshoot the cap.
+    if (c.bytes + need > c.cap) {
+      it->second.entries.erase(ekey);
+      return nullptr;
+    }
+    c.bytes += need;
+    slot = std::make_shared<Entry>();
+    slot->bytes = need;
+  }
+  return slot;
+}
+
+}  // namespace
+
 std::shared_ptr<const std::vector<float>> packed_weight_panels(const PackedPanelsKey& key,
                                                                PackPanelsFn pack, void* arg) {
   if (key.k <= 0 || key.n <= 0 || key.nr <= 0) return nullptr;
-  Cache& c = cache();
-  const uint8_t* begin = reinterpret_cast<const uint8_t*>(key.b);
-  const size_t span = span_bytes(key);
   const size_t need = static_cast<size_t>((key.n + key.nr - 1) / key.nr * key.nr * key.k) * sizeof(float);
-  std::shared_ptr<Entry> entry;
-  {
-    std::lock_guard<std::mutex> lock(c.mu);
-    if (c.regions.empty()) return nullptr;
-    auto it = c.regions.upper_bound(begin);
-    if (it == c.regions.begin()) return nullptr;
-    --it;
-    if (begin + span > it->first + it->second.size) return nullptr;
-    std::shared_ptr<Entry>& slot =
-        it->second.entries[EntryKey{key.b, key.trans_b, key.k, key.n, key.ldb, key.nr}];
-    if (!slot) {
-      // Reserve the bytes now, so that concurrent first uses cannot overshoot the cap.
-      if (c.bytes + need > c.cap) {
-        it->second.entries.erase(EntryKey{key.b, key.trans_b, key.k, key.n, key.ldb, key.nr});
-        return nullptr;
-      }
-      c.bytes += need;
-      slot = std::make_shared<Entry>();
-      slot->bytes = need;
-    }
-    entry = slot;
-  }
+  std::shared_ptr<Entry> entry =
+      find_entry(reinterpret_cast<const uint8_t*>(key.b), span_bytes(key),
+                 EntryKey{key.b, key.trans_b, key.k, key.n, key.ldb, key.nr}, need);
+  if (!entry) return nullptr;
   std::call_once(entry->once, [&] {
     auto panels = std::make_shared<std::vector<float>>(need / sizeof(float));
     pack(key, panels->data(), arg);
     entry->panels = std::move(panels);
+  });
+  return entry->panels;
+}
+
+std::shared_ptr<const std::vector<float>> packed_weight_form(const void* data, size_t span_bytes,
+                                                             int64_t form, bool trans, int64_t k,
+                                                             int64_t n, int64_t ldb, size_t bytes,
+                                                             PackBytesFn pack, void* arg) {
+  if (form <= 0 || k <= 0 || n <= 0 || bytes == 0) return nullptr;
+  const size_t floats = (bytes + sizeof(float) - 1) / sizeof(float);
+  // A negative nr keeps these keys apart from the float panels' (whose nr is positive).
+  std::shared_ptr<Entry> entry =
+      find_entry(static_cast<const uint8_t*>(data), span_bytes,
+                 EntryKey{static_cast<const float*>(data), trans, k, n, ldb, -form},
+                 floats * sizeof(float));
+  if (!entry) return nullptr;
+  std::call_once(entry->once, [&] {
+    auto buf = std::make_shared<std::vector<float>>(floats);
+    pack(buf->data(), arg);
+    entry->panels = std::move(buf);
   });
   return entry->panels;
 }

@@ -34,6 +34,16 @@ using PackPanelsFn = void (*)(const PackedPanelsKey& key, float* out, void* arg)
 std::shared_ptr<const std::vector<float>> packed_weight_panels(const PackedPanelsKey& key,
                                                                PackPanelsFn pack, void* arg);
 
+// Another packed form of a weight (the int8 GEMM's panels, gemm_int8.cpp), cached, capped and
+// dropped like the float panels: `form` (> 0, one per layout) with k, n, ldb and trans names
+// the form; span_bytes are the weight bytes it reads from `data` on; the buffer holds `bytes`
+// (rounded up to whole floats), filled by pack(out, arg) once. nullptr as above.
+using PackBytesFn = void (*)(void* out, void* arg);
+std::shared_ptr<const std::vector<float>> packed_weight_form(const void* data, size_t span_bytes,
+                                                             int64_t form, bool trans, int64_t k,
+                                                             int64_t n, int64_t ldb, size_t bytes,
+                                                             PackBytesFn pack, void* arg);
+
 // Bytes of packed panels held now (memory accounting; tests and `--bench` reports).
 size_t packed_weight_bytes();
 // The cap (default 4 GiB); tests lower it.
