@@ -14,6 +14,7 @@
 
 #include "ir/symbolic.h"
 #include "passes/choose_layout.h"
+#include "passes/kv_cache.h"
 #include "passes/pattern.h"
 #include "support/limits.h"
 
@@ -49,6 +50,8 @@ struct CompileOptions {
   // Shape buckets (`buckets:` / --buckets), one spec per symbol; empty (`auto`, the default):
   // one program, since no lowering decision depends on where in a range a shape lies yet.
   std::vector<BucketSpec> buckets;
+  // KV cache as session state (`kv_cache:` / --kv-cache): auto, on or off (passes/kv_cache.h).
+  KvCacheMode kv_cache = KvCacheMode::kAuto;
 };
 
 // The largest config file cuvilc reads; configs are hand-written, so this is generous.
