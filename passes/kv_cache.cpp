@@ -32,19 +32,15 @@ std::string range_text(const sym::Range& r) {
   return std::to_string(r.lo) + ":" + (r.hi == sym::Range::kUnbounded ? std::string() : std::to_string(r.hi));
 }
 
-// The pair whose present is node `n`'s output, or nullopt when `n` is not `present =
-// Concat(past, new)` with past a graph input and present a graph output. *reason says why a
-// Concat of a graph input into a graph output was not taken.
-std::optional<KvCachePair> match_pair(const Graph& g, const Node& n, const std::set<ValueId>& inputs,
-                                      const std::set<ValueId>& outputs) {
-  if (n.op != OpKind::Concat || n.inputs.size() != 2 || n.outputs.size() != 1) return std::nullopt;
-  const ValueId p = n.inputs[0], q = n.outputs[0];
+// The pair (past P, present Q) when P is a graph input, Q a graph output and Q = Concat(P,
+// new) along `axis`, with P's extent on that axis a bare symbol; nullopt otherwise.
+std::optional<KvCachePair> make_pair(const Graph& g, ValueId p, ValueId q, int64_t axis,
+                                     const std::set<ValueId>& inputs, const std::set<ValueId>& outputs) {
   if (p == kNoValue || q == kNoValue || !inputs.count(p) || !outputs.count(q)) return std::nullopt;
   const Value& past = g.value(p);
   const Value& present = g.value(q);
   if (past.kind != ValueKind::Tensor || !past.shape || past.dtype != present.dtype) return std::nullopt;
   const int64_t rank = static_cast<int64_t>(past.shape->size());
-  int64_t axis = n.attr_int("axis", 0);
   if (axis < 0) axis += rank;
   if (axis < 0 || axis >= rank) return std::nullopt;
   const Dim& d = (*past.shape)[static_cast<size_t>(axis)];
@@ -60,6 +56,30 @@ std::optional<KvCachePair> match_pair(const Graph& g, const Node& n, const std::
   return pair;
 }
 
+// The pairs node `n` makes: a two-operand Concat(past, new), or a cuvil::Attention whose
+// past_key/past_value (inputs 4, 5) become present_key/present_value (outputs 1, 2) by the
+// concatenation along axis 2 that ir/fused_ops.h defines (fuse-attention absorbs the cache's
+// Concat into Attention).
+std::vector<KvCachePair> match_pairs(const Graph& g, const Node& n, const std::set<ValueId>& inputs,
+                                     const std::set<ValueId>& outputs) {
+  std::vector<KvCachePair> out;
+  // The new rows are computed: a Concat of two graph inputs (or of an input and a constant)
+  // copies the caller's data and is no cache.
+  auto computed = [&](ValueId v) {
+    return v != kNoValue && !inputs.count(v) && !g.value(v).is_initializer && !g.value(v).data;
+  };
+  if (n.op == OpKind::Concat && n.inputs.size() == 2 && n.outputs.size() == 1 && computed(n.inputs[1])) {
+    if (auto pair = make_pair(g, n.inputs[0], n.outputs[0], n.attr_int("axis", 0), inputs, outputs))
+      out.push_back(std::move(*pair));
+  } else if (n.op == OpKind::Attention && computed(n.input(1)) && computed(n.input(2))) {
+    for (size_t k = 0; k < 2; ++k)
+      if (n.outputs.size() > 1 + k)
+        if (auto pair = make_pair(g, n.input(4 + k), n.outputs[1 + k], 2, inputs, outputs))
+          out.push_back(std::move(*pair));
+  }
+  return out;
+}
+
 }  // namespace
 
 KvCacheAnalysis find_kv_cache(const Model& model, KvCacheMode mode) {
@@ -70,12 +90,11 @@ KvCacheAnalysis find_kv_cache(const Model& model, KvCacheMode mode) {
   const std::set<ValueId> outputs(g.outputs.begin(), g.outputs.end());
   std::vector<KvCachePair> pairs;
   std::set<std::string> used;  // a past or present in two pairs is no cache
-  for (const Node& n : g.nodes) {
-    std::optional<KvCachePair> pair = match_pair(g, n, inputs, outputs);
-    if (!pair) continue;
-    if (!used.insert("in " + pair->input).second || !used.insert("out " + pair->output).second) continue;
-    pairs.push_back(std::move(*pair));
-  }
+  for (const Node& n : g.nodes)
+    for (KvCachePair& pair : match_pairs(g, n, inputs, outputs)) {
+      if (!used.insert("in " + pair.input).second || !used.insert("out " + pair.output).second) continue;
+      pairs.push_back(std::move(pair));
+    }
   // Graph input order, so that the STATE records follow the inputs.
   auto position = [&](const std::string& name) {
     for (size_t i = 0; i < g.inputs.size(); ++i)

@@ -2,7 +2,10 @@
 //
 // A cache pair is a graph input P and a graph output Q where Q = Concat(P, new) along the axis
 // whose extent in P is a bare shape symbol (the past length, e.g. `past`): decoders exported
-// with past_key_<i>/past_value_<i> inputs and present_* outputs. Pairs are found from that
+// with past_key_<i>/past_value_<i> inputs and present_* outputs. The Concat is a two-operand
+// Concat node, or a cuvil::Attention's past_key/past_value -> present_key/present_value
+// (fuse-attention absorbs the cache's Concat into Attention). The new rows must be computed
+// (not a graph input or a constant): concatenating two of the caller's tensors is no cache. Pairs are found from that
 // structure alone (names are not consulted). All pairs must share one length symbol. Kept as
 // session state (runtime/session.h; the package's STATE section, docs/kv_cache.md) when every
 // dim of P has an upper bound: the state is allocated with those maximum extents, so the

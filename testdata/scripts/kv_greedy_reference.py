@@ -9,7 +9,9 @@ For each of testdata/models/kv/{gpt2_kv,llama_kv}.onnx: prefill the prompt (prom
 empty pasts, then feed each step's presents back as the next step's pasts and the argmax of
 the last position's logits as the next token; attention_mask is all ones over past + seq and
 position_ids (when the model has them) run from the cache length. Writes
-testdata/models/kv/<model>.tokens.txt: the NEW_TOKENS generated ids on one line.
+testdata/models/kv/<model>.tokens.txt: the NEW_TOKENS generated ids on one line. Also for
+testdata/models/gpt2_tiny_past.onnx (export_gpt2.py; its attention becomes cuvil::Attention,
+which takes the cache's Concat in), written as kv/gpt2_tiny_past.tokens.txt.
 """
 
 import os
@@ -51,8 +53,11 @@ def greedy(path, prompt, new_tokens, threads=1):
 
 def main():
     prompt = np.load(os.path.join(KV, "prompt.npy"))
-    for name in ("gpt2_kv", "llama_kv"):
-        tokens = greedy(os.path.join(KV, name + ".onnx"), prompt, NEW_TOKENS)
+    for name in ("gpt2_kv", "llama_kv", "gpt2_tiny_past"):
+        path = os.path.join(KV, name + ".onnx")
+        if not os.path.exists(path):
+            path = os.path.join(KV, "..", name + ".onnx")
+        tokens = greedy(path, prompt, NEW_TOKENS)
         with open(os.path.join(KV, name + ".tokens.txt"), "w") as f:
             f.write(" ".join(str(t) for t in tokens) + "\n")
         print(name, tokens)
