@@ -299,6 +299,17 @@ TEST(KvCache, GreedyTokensEqualOnnxRuntimesLoop) {
   }
 }
 
+// With shape buckets (seq 1 and 2..64: the prefill and the decode steps run different
+// programs) the programs share the state.
+TEST(KvCache, BucketProgramsShareTheState) {
+  ModelPtr m = load(KvPackages::get().package("llama_kv", 64, "--buckets=seq=1"));
+  SessionPtr s = session_of(m.get());
+  EXPECT_EQ(greedy(m.get(), s.get(), 16), reference_tokens("llama_kv"));
+  cuvil_session_metrics metrics;
+  ASSERT_EQ(take(cuvil_session_get_metrics(s.get(), &metrics)), "");
+  EXPECT_EQ(metrics.bucket, 0);  // the last step, seq 1
+}
+
 TEST(KvCache, StateInputsAreTheSessions) {
   ModelPtr m = load(KvPackages::get().package("gpt2_kv"));
   SessionPtr s = session_of(m.get());
