@@ -433,7 +433,10 @@ int run_compile(const std::string& path, std::string emit, std::string output, c
             << " op calls"
             << (lowered.skipped_nodes ? ", " + std::to_string(lowered.skipped_nodes) + " shape nodes not needed" : "")
             << (buckets.size() > 1 ? "; " + std::to_string(buckets.size()) + " bucket programs" : "")
+            << (kv.pairs.empty() ? "" : "; KV cache: " + std::to_string(kv.pairs.size()) + " state tensors")
             << "; arena " << lowered.arena_expr << " bytes)\n";
+  // Pairs that --kv-cache auto could not keep: say why where the user looks, not only in the report.
+  if (kv.found && kv.pairs.empty()) std::cerr << "cuvilc: note: KV cache not kept as state: " << kv.why_not << "\n";
   return 0;
 }
 

@@ -595,6 +595,16 @@ TEST(CliGenerate, ClearErrors) {
                       "input_ids=" + kKv + "prompt.npy"});
   EXPECT_EQ(r.exit_code, 2);
   EXPECT_NE(r.err.find("past the range of 'past' [0, 10]"), std::string::npos) << r.err;
+  // auto: a compile that finds pairs but cannot keep them says why on stderr.
+  c = test::run_tool(tmp.path(), CUVIL_CUVILC, {"compile", kKv + "gpt2_kv.onnx", "--dim", "batch=1", "-o", plain});
+  EXPECT_EQ(c.exit_code, 0) << c.err;
+  EXPECT_NE(c.err.find("cuvilc: note: KV cache not kept as state: the state 'past_key_0' is sized by the range of "
+                       "'past' (dim 2), which is 0: with no upper bound; give --dim past=0:N"),
+            std::string::npos)
+      << c.err;
+  c = test::run_tool(tmp.path(), CUVIL_CUVILC,
+                     {"compile", kKv + "gpt2_kv.onnx", "--dim", "batch=1", "--dim", "past=0:8", "-o", plain});
+  EXPECT_NE(c.err.find("; KV cache: 4 state tensors; arena "), std::string::npos) << c.err;
   // --kv-cache on without a bounded past: a usage error naming the option.
   c = test::run_tool(tmp.path(), CUVIL_CUVILC,
                      {"compile", kKv + "gpt2_kv.onnx", "--dim", "batch=1", "--kv-cache", "on", "-o", plain});
