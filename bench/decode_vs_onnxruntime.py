@@ -1,9 +1,9 @@
-#!/work/main/.venv/bin/python
+#!/usr/bin/env python3
 """Greedy decoding with a KV cache: cuvil-run --generate against ONNX Runtime's greedy loop,
 side by side in one run (docs/kv_cache.md). Do not trust numbers taken while the machine is
 busy (builds, other benchmarks): run it on an idle machine.
 
-    /work/main/.venv/bin/python bench/decode_vs_onnxruntime.py [--build build] [--threads 1 2]
+    .venv/bin/python bench/decode_vs_onnxruntime.py [--build build] [--threads 1 2]
         [--prompt 32] [--new 64] [--models gpt2_small_kv llama_50m_kv]
 
 Models: bench/models/<name>.onnx with past/present I/O, exported on first use with Debian's

@@ -1,9 +1,9 @@
-#!/work/main/.venv/bin/python
+#!/usr/bin/env python3
 """ONNX Runtime's greedy decoding loop over the KV-cache decoders, as the tests' reference.
 
 Run from the repository root after export_decoders.py (needs onnxruntime):
 
-    /work/main/.venv/bin/python testdata/scripts/kv_greedy_reference.py
+    .venv/bin/python testdata/scripts/kv_greedy_reference.py
 
 For each of testdata/models/kv/{gpt2_kv,llama_kv}.onnx: prefill the prompt (prompt.npy) with
 empty pasts, then feed each step's presents back as the next step's pasts and the argmax of
