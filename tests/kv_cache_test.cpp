@@ -321,6 +321,37 @@ TEST(KvCache, StateInputsAreTheSessions) {
             "1: no state named 'present_key_0' (states: 'past_key_0', 'past_value_0', 'past_key_1', 'past_value_1')");
 }
 
+// The batch is fixed while the cache holds rows: another batch is refused until a reset; a
+// state written with the wrong dtype is refused; a package without state names that.
+TEST(KvCache, ShapeAndDtypeMisuseIsRefused) {
+  ModelPtr m = load(KvPackages::get().package("gpt2_kv", 16, "--dim=batch=1:2"));
+  SessionPtr s = session_of(m.get());
+  ASSERT_EQ(step(m.get(), s.get(), {1, 2, 3}, nullptr), "");
+  const int64_t ids_dims[2] = {2, 1}, mask_dims[2] = {2, 4};
+  const int64_t ids[2] = {4, 5}, mask[8] = {1, 1, 1, 1, 1, 1, 1, 1};
+  ASSERT_EQ(take(cuvil_session_set_input(s.get(), "input_ids", 7, 2, ids_dims, ids, 16)), "");
+  ASSERT_EQ(take(cuvil_session_set_input(s.get(), "attention_mask", 7, 2, mask_dims, mask, 64)), "");
+  EXPECT_EQ(take(cuvil_session_run(s.get())),
+            "5: state 'past_key_0' holds [1, 4, 3, 16] but input 'input_ids' dim 0 is 2; reset the state to start a "
+            "sequence of another shape");
+  ASSERT_EQ(take(cuvil_session_reset_state(s.get())), "");
+  ASSERT_EQ(take(cuvil_session_set_input(s.get(), "input_ids", 7, 2, ids_dims, ids, 16)), "");
+  const int64_t first_mask_dims[2] = {2, 1};
+  ASSERT_EQ(take(cuvil_session_set_input(s.get(), "attention_mask", 7, 2, first_mask_dims, mask, 16)), "");
+  EXPECT_EQ(take(cuvil_session_run(s.get())), "");
+  const int64_t dims[4] = {1, 4, 2, 16};
+  std::vector<int32_t> ints(4 * 2 * 16);
+  EXPECT_EQ(take(cuvil_session_write_state(s.get(), "past_key_0", 6, 4, dims, ints.data(), ints.size() * 4)),
+            "1: state 'past_key_0': dtype i32, expected f32");
+  ModelPtr off = load(KvPackages::get().package("gpt2_kv", 16, "--kv-cache=off"));
+  SessionPtr plain = session_of(off.get());
+  EXPECT_EQ(take(cuvil_session_read_state(plain.get(), "past_key_0", nullptr, nullptr, 0)),
+            "1: no state named 'past_key_0' (states: none, the package has no STATE)");
+  int64_t length = -1;
+  ASSERT_EQ(take(cuvil_session_state_length(plain.get(), &length)), "");
+  EXPECT_EQ(length, 0);
+}
+
 // read_state / write_state: a cache read out, the session reset and the cache written back
 // continues exactly as the uninterrupted session does.
 TEST(KvCache, ReadResetWriteContinuesTheSequence) {
@@ -605,6 +636,18 @@ TEST(CliGenerate, ClearErrors) {
   c = test::run_tool(tmp.path(), CUVIL_CUVILC,
                      {"compile", kKv + "gpt2_kv.onnx", "--dim", "batch=1", "--dim", "past=0:8", "-o", plain});
   EXPECT_NE(c.err.find("; KV cache: 4 state tensors; arena "), std::string::npos) << c.err;
+  // A prompt that is not int64 [batch, seq].
+  tools::HostTensor floats;
+  floats.dtype = 1;
+  floats.dims = {1, 2};
+  floats.bytes.assign(8, 0);
+  ASSERT_EQ(tools::write_npy(tmp.file("floats.npy"), floats), "");
+  r = test::run_tool(tmp.path(), CUVIL_RUN,
+                     {KvPackages::get().package("gpt2_kv"), "--generate", "2", "--input",
+                      "input_ids=" + tmp.file("floats.npy")});
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("--generate: input_ids must be i64 [batch, seq] with seq >= 1 (the prompt)"), std::string::npos)
+      << r.err;
   // --kv-cache on without a bounded past: a usage error naming the option.
   c = test::run_tool(tmp.path(), CUVIL_CUVILC,
                      {"compile", kKv + "gpt2_kv.onnx", "--dim", "batch=1", "--kv-cache", "on", "-o", plain});
