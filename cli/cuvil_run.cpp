@@ -23,6 +23,7 @@
 #include <random>
 #include <string>
 
+#include "cli/cuvil_run_generate.h"
 #include "cli/npy.h"
 #include "cuvil.h"
 #include "support/checked.h"
@@ -207,7 +208,7 @@ int run_main(int argc, char** argv) {
                "(also: deadline passed, a worker thread could not start)."};
   std::string model_path, output_dir, trace_path, report_path;
   std::vector<std::string> inputs, shapes;
-  int threads = 0, bench = 0, warmup = 3;
+  int threads = 0, bench = 0, warmup = 3, generate = 0;
   uint64_t seed = 1;
   int64_t deadline_ms = 0;
   std::string device = "auto";
@@ -227,6 +228,11 @@ int run_main(int argc, char** argv) {
                  "This version runs every package on the CPU (GPU execution is not implemented yet).")
       ->check(CLI::IsMember({"cpu", "cuda", "auto"}));
   app.add_option("--bench", bench, "Time N runs; print p50/p90/p99 latency and runs per second, then the per-run overhead (set inputs, bind shapes, dispatch) of N more runs")->check(CLI::NonNegativeNumber);
+  app.add_option("--generate", generate,
+                 "Greedy decoding with a package that keeps a KV cache (docs/kv_cache.md): prefill --input "
+                 "input_ids=prompt.npy, then generate N tokens one at a time; attention_mask and position_ids are "
+                 "filled. Prints 'tokens: ...' and 'decode: N tokens, X tokens/s, first token Y ms'")
+      ->check(CLI::NonNegativeNumber);
   app.add_option("--warmup", warmup, "Untimed runs before --bench (default 3)")->check(CLI::NonNegativeNumber);
   app.add_option("--seed", seed, "Seed for random inputs (default 1)");
   app.add_option("--deadline-ms", deadline_ms,
@@ -316,9 +322,19 @@ int run_main(int argc, char** argv) {
     if (!rc && !known.count(name)) fail("--input names unknown input '" + name + "' (inputs: " + known_names() + ")", kExitUsage);
   for (const auto& [name, s] : input_shapes)
     if (!rc && !known.count(name)) fail("--shape names unknown input '" + name + "' (inputs: " + known_names() + ")", kExitUsage);
+  // State inputs (a KV cache the session keeps) are bound by the session, not given.
+  std::vector<bool> state_input(n_in, false);
+  for (size_t i = 0; i < cuvil_model_state_count(model); ++i) {
+    cuvil_state_info s;
+    if (cuvil_status st = cuvil_model_state_info(model, i, &s)) { rc = report("state info", st); break; }
+    state_input[s.input_index] = true;
+  }
   for (size_t i = 0; i < n_in && !rc; ++i) {
     cuvil_tensor_info info;
     if (cuvil_status st = cuvil_model_input_info(model, i, &info)) { rc = report("input info", st); break; }
+    if (state_input[i] && !input_files.count(info.name) && !input_shapes.count(info.name)) continue;
+    // --generate fills what it needs; only the files given are read.
+    if (generate > 0 && !input_files.count(info.name)) continue;
     cuvil::tools::HostTensor t;
     auto f = input_files.find(info.name);
     if (f != input_files.end()) {
@@ -371,6 +387,12 @@ int run_main(int argc, char** argv) {
       if (!err.empty()) { fail(std::string("input '") + info.name + "': " + err, kExitUsage); break; }
     }
     host[info.name] = std::move(t);
+  }
+  if (!rc && generate > 0) {
+    rc = cuvil::tools::run_generate(model, session, host, generate);
+    cuvil_session_release(session);
+    cuvil_model_release(model);
+    return rc;
   }
   // --output-dir writes <dir>/<name>.npy for every output; refuse, before the run and before
   // anything is written, a path that names a file this run read (also through links).

@@ -59,6 +59,7 @@ struct CommandLineSettings {
   std::vector<std::string> dims;
   bool no_fusion = false;
   std::string layout;  // --layout, "" when not given
+  std::string kv_cache;  // --kv-cache, "" when not given
   std::vector<std::string> buckets;  // --buckets
   CompileLimits limits;                                   // --max-... values
   std::vector<std::pair<LimitId, CLI::Option*>> limit_options;  // to see which were given
@@ -121,6 +122,7 @@ CompileOptions resolve_options(const CommandLineSettings& cl) {
   }
   if (cl.no_fusion) o.fusion = false;
   if (!cl.layout.empty()) o.layout = *parse_layout_choice(cl.layout);  // CLI::IsMember checked it
+  if (!cl.kv_cache.empty()) o.kv_cache = *parse_kv_cache_mode(cl.kv_cache);  // CLI::IsMember checked it
   for (const std::string& b : cl.buckets) {
     std::string error;
     if (!parse_bucket_option(b, &o.buckets, &error)) fail(ExitCode::kUsage, "--buckets: ", error);
@@ -199,6 +201,7 @@ Model load_and_infer(const std::string& path, const CompileOptions& options,
   po.context.limits = options.limits;
   po.context.user_patterns = options.patterns;
   po.context.layout = options.layout;
+  po.context.kv_cache = options.kv_cache;
   if (flags.print_after_all) {
     if (progress) progress->clear();
     po.after_pass = [](const PassRecord& r, const Model& model) {
@@ -503,9 +506,10 @@ int run_compile(const std::string& path, std::string emit, std::string output, c
   std::vector<codegen::BucketProgram> programs;
   for (size_t i = 0; i < buckets.size(); ++i) programs.push_back({&bucket_programs[i], buckets[i]});
   progress.show("[4/4] writing and verifying " + output);
+  const KvCacheAnalysis kv = find_kv_cache(m, options.kv_cache);
   codegen::PackagePieces pieces = codegen::build_package_pieces(
       m, programs, passes_summary(report.passes) + quant_text,
-      include_ptx ? codegen::megakernel_ptx_section() : std::vector<uint8_t>{});
+      include_ptx ? codegen::megakernel_ptx_section() : std::vector<uint8_t>{}, kv.pairs);
   Pieces data{std::string_view(reinterpret_cast<const char*>(pieces.head.data()), pieces.head.size())};
   data.insert(data.end(), pieces.weights.begin(), pieces.weights.end());
   refuse_output_over_input(output, reads);
@@ -525,7 +529,10 @@ int run_compile(const std::string& path, std::string emit, std::string output, c
             << " op calls"
             << (lowered.skipped_nodes ? ", " + std::to_string(lowered.skipped_nodes) + " shape nodes not needed" : "")
             << (buckets.size() > 1 ? "; " + std::to_string(buckets.size()) + " bucket programs" : "")
+            << (kv.pairs.empty() ? "" : "; KV cache: " + std::to_string(kv.pairs.size()) + " state tensors")
             << "; arena " << lowered.arena_expr << " bytes)\n";
+  // Pairs that --kv-cache auto could not keep: say why where the user looks, not only in the report.
+  if (kv.found && kv.pairs.empty()) std::cerr << "cuvilc: note: KV cache not kept as state: " << kv.why_not << "\n";
   if (!quant_text.empty()) std::cerr << quant_text;
   return 0;
 }
@@ -598,6 +605,12 @@ int main_impl(int argc, char** argv) {
                       "Transposes at its boundaries; auto (default) only chains of at least 3 convs; "
                       "nchw none. Config key layout; pass choose-layout.")
       ->check(CLI::IsMember({"auto", "nchw", "nhwc"}));
+  compile->add_option("--kv-cache", compile_settings.kv_cache,
+                      "KV cache as session state: decoder inputs/outputs with present = Concat(past, new) "
+                      "along the past symbol become state the session keeps (sized by --dim past=0:N). "
+                      "auto (default) keeps them when every range is bounded, on requires it, off never. "
+                      "Config key kv_cache; pass kv-cache; docs/kv_cache.md.")
+      ->check(CLI::IsMember({"auto", "on", "off"}));
   compile->add_option("--dim", compile_settings.dims, kDimHelp);
   compile->add_option("--buckets", compile_settings.buckets,
                       "Shape buckets: one program per bucket, the first whose range holds runs. "

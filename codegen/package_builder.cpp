@@ -80,6 +80,33 @@ void adopt_symbol_table(rt::Program& p, const rt::Program& order, const Model& m
   p.symbols = std::move(symbols);
 }
 
+// The STATE records of `pairs`, by position among `p`'s inputs and outputs (program 0's: every
+// program has the same interface and symbol table).
+std::vector<rt::StateRecord> state_records(const rt::Program& p, const std::vector<KvCachePair>& pairs) {
+  std::vector<rt::StateRecord> out;
+  auto position = [&](const std::vector<uint32_t>& ids, const std::string& name) {
+    for (size_t i = 0; i < ids.size(); ++i)
+      if (p.tensors[ids[i]].name == name) return static_cast<uint32_t>(i);
+    CUVIL_ASSERT(false, "cache pair '" << name << "' is not an input or output of the lowered program");
+    return rt::kNone;
+  };
+  for (const KvCachePair& pair : pairs) {
+    rt::StateRecord r;
+    r.name = pair.input;
+    r.input = position(p.inputs, pair.input);
+    r.output = position(p.outputs, pair.output);
+    r.axis = static_cast<uint32_t>(pair.axis);
+    r.symbol = rt::kNone;
+    for (size_t j = 0; j < p.symbols.size(); ++j)
+      if (p.symbols[j].name == pair.symbol) r.symbol = static_cast<uint32_t>(j);
+    CUVIL_ASSERT(r.symbol != rt::kNone, "cache length symbol '" << pair.symbol << "' is not in the symbol table");
+    r.dtype = pair.dtype;
+    r.max_dims = pair.max_dims;
+    out.push_back(std::move(r));
+  }
+  return out;
+}
+
 // Zero bytes for the padding between weights (at most 63 at a time).
 constexpr uint8_t kZeros[64] = {};
 
@@ -91,7 +118,8 @@ PackagePieces build_package_pieces(const Model& model, const LoweredModel& lower
 }
 
 PackagePieces build_package_pieces(const Model& model, const std::vector<BucketProgram>& programs,
-                                   const std::string& passes_report, const std::vector<uint8_t>& ptx_section) {
+                                   const std::string& passes_report, const std::vector<uint8_t>& ptx_section,
+                                   const std::vector<KvCachePair>& states) {
   CUVIL_ASSERT(!programs.empty(), "a package needs a program");
   const LoweredModel& lowered = *programs.front().lowered;
   PackagePieces out;
@@ -135,6 +163,19 @@ PackagePieces build_package_pieces(const Model& model, const std::vector<BucketP
       contents.programs.push_back(std::move(p));
     }
     contents.report += report.str();
+  }
+  contents.states = state_records(lowered.program, states);
+  if (!states.empty()) {
+    // The manifest names the state for `cuvilc inspect` and humans; the STATE section is what
+    // the runtime reads.
+    std::vector<rt::ManifestEntry> extra;
+    for (const KvCachePair& pair : states) {
+      std::string dims;
+      for (size_t k = 0; k < pair.max_dims.size(); ++k) dims += (k ? ", " : "") + std::to_string(pair.max_dims[k]);
+      extra.push_back({"state", pair.input + " " + dtype_name(pair.dtype) + "[" + dims + "] length " + pair.symbol +
+                                    " axis " + std::to_string(pair.axis) + " -> " + pair.output});
+    }
+    contents.manifest += rt::render_manifest(extra).substr(rt::render_manifest({}).size());
   }
   out.head = rt::write_package_head(contents, at, crc);
   out.size = out.head.size() + at;

@@ -12,6 +12,7 @@
 #include "codegen/buckets.h"
 #include "codegen/lower.h"
 #include "ir/graph.h"
+#include "passes/kv_cache.h"
 
 namespace cuvil::codegen {
 
@@ -43,8 +44,11 @@ struct BucketProgram {
   const LoweredModel* lowered;
   Bucket bucket;
 };
+// `states`: the KV-cache pairs kept as session state (passes/kv_cache.h), written as the
+// STATE section (none: no section).
 PackagePieces build_package_pieces(const Model& model, const std::vector<BucketProgram>& programs,
                                    const std::string& passes_report = "",
-                                   const std::vector<uint8_t>& ptx_section = {});
+                                   const std::vector<uint8_t>& ptx_section = {},
+                                   const std::vector<KvCachePair>& states = {});
 
 }  // namespace cuvil::codegen

@@ -15,6 +15,7 @@
 #include "ir/symbolic.h"
 #include "passes/choose_layout.h"
 #include "options/quantize_options.h"
+#include "passes/kv_cache.h"
 #include "passes/pattern.h"
 #include "support/limits.h"
 
@@ -54,6 +55,8 @@ struct CompileOptions {
   // when on, `compile` calibrates and compiles the QDQ model instead of the float one.
   bool quantize = false;
   QuantizeOptions quant;
+  // KV cache as session state (`kv_cache:` / --kv-cache): auto, on or off (passes/kv_cache.h).
+  KvCacheMode kv_cache = KvCacheMode::kAuto;
 };
 
 // The largest config file cuvilc reads; configs are hand-written, so this is generous.

@@ -242,6 +242,13 @@ void read_layout(const ConfigReader& r, const YAML::Node& v, const std::string& 
   o.layout = *choice;
 }
 
+void read_kv_cache(const ConfigReader& r, const YAML::Node& v, const std::string& path, CompileOptions& o) {
+  const std::string s = r.scalar(v, path, "auto, on or off");
+  const auto mode = parse_kv_cache_mode(s);
+  if (!mode) r.fail_at(v.Mark(), path, ": expected auto, on or off, got '", s, "'");
+  o.kv_cache = *mode;
+}
+
 void read_limits(const ConfigReader& r, const YAML::Node& v, const std::string& path, CompileOptions& o) {
   if (v.IsNull()) return;
   std::vector<std::string> known;
@@ -420,6 +427,7 @@ constexpr TopLevelKey kTopLevelKeys[] = {
     {"buckets", read_buckets},
     {"dims", read_dims},
     {"fusion", read_fusion},
+    {"kv_cache", read_kv_cache},
     {"layout", read_layout},
     {"limits", read_limits},
     {"patterns", read_patterns},

@@ -12,6 +12,7 @@
 #include "passes/fuse_attention.h"
 #include "passes/fuse_epilogues.h"
 #include "passes/infer_shapes.h"
+#include "passes/kv_cache.h"
 #include "passes/loop_sequences.h"
 #include "passes/qdq_to_int8.h"
 #include "passes/remove_identities.h"
@@ -77,6 +78,9 @@ std::string run_choose_layout(Model& m, const PassContext& c) {
 std::string run_eliminate_dead_code(Model& m, const PassContext&) {
   eliminate_dead_code(m);
   return "";
+}
+std::string run_find_kv_cache(Model& m, const PassContext& c) {
+  return kv_cache_note(find_kv_cache(m, c.kv_cache));
 }
 
 std::string pass_names() {

@@ -12,6 +12,7 @@
 
 #include "ir/graph.h"
 #include "passes/choose_layout.h"
+#include "passes/kv_cache.h"
 #include "passes/pattern.h"
 #include "support/limits.h"
 
@@ -22,6 +23,7 @@ struct PassContext {
   CompileLimits limits;
   std::vector<Pattern> user_patterns;  // `patterns:` of the config
   LayoutChoice layout = LayoutChoice::kAuto;  // `layout:` of the config / --layout
+  KvCacheMode kv_cache = KvCacheMode::kAuto;  // `kv_cache:` of the config / --kv-cache
 };
 
 struct PassInfo {

@@ -30,11 +30,13 @@ struct cuvil_model_s {
     cuvil_tensor_info info;
   };
   std::vector<Info> inputs, outputs;
+  std::vector<cuvil_state_info> states;
 };
 
 struct cuvil_session_s {
   std::unique_ptr<cuvil::rt::Session> session;
   std::vector<std::string> output_shapes;
+  std::string state_shape;  // cuvil_session_read_state's info.shape
   bool trace_enabled_once = false;  // cuvil_session_write_trace has something to write
 };
 
@@ -138,6 +140,20 @@ cuvil_status finish_load(std::shared_ptr<cuvil::rt::LoadedPackage> pkg, cuvil_mo
       i.info.name = i.name.c_str();
       i.info.shape = i.shape.c_str();
     }
+  for (const cuvil::rt::StateRecord& r : m->package->states()) {  // verified at load
+    cuvil_state_info s;
+    std::memset(&s, 0, sizeof s);
+    s.name = m->inputs[r.input].name.c_str();
+    s.output = m->outputs[r.output].name.c_str();
+    s.input_index = r.input;
+    s.output_index = r.output;
+    s.dtype = static_cast<cuvil_dtype>(r.dtype);
+    s.rank = static_cast<int32_t>(r.max_dims.size());
+    s.axis = static_cast<int32_t>(r.axis);
+    for (size_t k = 0; k < r.max_dims.size() && k < CUVIL_MAX_RANK; ++k) s.max_dims[k] = r.max_dims[k];
+    s.length_symbol = p.symbols[r.symbol].name.c_str();
+    m->states.push_back(s);
+  }
   *out_model = m.release();
   return nullptr;
 }
@@ -391,6 +407,81 @@ cuvil_status cuvil_session_copy_output(cuvil_session* session, size_t index, voi
   if (bytes && !buffer) return make(CUVIL_INVALID_ARGUMENT, "cuvil_session_copy_output: null buffer");
   if (bytes) std::memcpy(buffer, data, bytes);
   return nullptr;
+}
+
+size_t cuvil_model_state_count(const cuvil_model* model) { return model ? model->states.size() : 0; }
+
+cuvil_status cuvil_model_state_info(const cuvil_model* model, size_t index, cuvil_state_info* out_info) {
+  if (!model || !out_info) return make(CUVIL_INVALID_ARGUMENT, "cuvil_model_state_info: null argument");
+  if (index >= model->states.size())
+    return make(CUVIL_INVALID_ARGUMENT, "state index " + std::to_string(index) + " out of range (model has " +
+                                            std::to_string(model->states.size()) + " states)");
+  *out_info = model->states[index];
+  return nullptr;
+}
+
+cuvil_status cuvil_session_reset_state(cuvil_session* session) {
+  if (!session) return make(CUVIL_INVALID_ARGUMENT, "cuvil_session_reset_state: null session");
+  session->session->reset_state();
+  return nullptr;
+}
+
+cuvil_status cuvil_session_state_length(const cuvil_session* session, int64_t* out_length) {
+  if (!session || !out_length) return make(CUVIL_INVALID_ARGUMENT, "cuvil_session_state_length: null argument");
+  *out_length = session->session->state_count() ? session->session->state_length(0) : 0;
+  return nullptr;
+}
+
+namespace {
+// The state called `name`, or an error status naming the states.
+cuvil_status find_state(const cuvil::rt::Session& s, const char* name, uint32_t* index) {
+  *index = s.find_state(name);
+  if (*index != cuvil::rt::kNone) return nullptr;
+  std::string names;
+  for (size_t i = 0; i < s.state_count(); ++i)
+    names += (names.empty() ? "'" : ", '") + std::string(s.state_name(i)) + "'";
+  return make(CUVIL_INVALID_ARGUMENT, "no state named '" + std::string(name) + "' (states: " +
+                                          (names.empty() ? std::string("none, the package has no STATE") : names) + ")");
+}
+}  // namespace
+
+cuvil_status cuvil_session_read_state(const cuvil_session* session, const char* name, cuvil_tensor_info* out_info,
+                                      void* buffer, size_t capacity) {
+  if (!session || !name || (capacity > 0 && !buffer))
+    return make(CUVIL_INVALID_ARGUMENT, "cuvil_session_read_state: null argument");
+  return guarded([&]() -> cuvil_status {
+    uint32_t index = 0;
+    if (cuvil_status st = find_state(*session->session, name, &index)) return st;
+    const cuvil::rt::Session& s = *session->session;
+    if (out_info) {
+      const std::vector<int64_t>& dims = s.state_dims(index);
+      std::memset(out_info, 0, sizeof *out_info);
+      out_info->name = s.state_name(index);
+      out_info->dtype = static_cast<cuvil_dtype>(s.state_dtype(index));
+      out_info->rank = static_cast<int32_t>(dims.size());
+      std::string& shape = const_cast<cuvil_session*>(session)->state_shape;
+      shape = "[";
+      for (size_t k = 0; k < dims.size() && k < CUVIL_MAX_RANK; ++k) {
+        out_info->dims[k] = dims[k];
+        shape += (k ? ", " : "") + std::to_string(dims[k]);
+      }
+      shape += "]";
+      out_info->shape = shape.c_str();
+    }
+    return from(s.read_state(index, buffer, capacity));
+  });
+}
+
+cuvil_status cuvil_session_write_state(cuvil_session* session, const char* name, cuvil_dtype dtype, int32_t rank,
+                                       const int64_t* dims, const void* data, size_t bytes) {
+  if (!session || !name || rank < 0 || rank > CUVIL_MAX_RANK || (rank > 0 && !dims))
+    return make(CUVIL_INVALID_ARGUMENT, "cuvil_session_write_state: bad argument (null pointer or rank outside [0, 16])");
+  return guarded([&]() -> cuvil_status {
+    uint32_t index = 0;
+    if (cuvil_status st = find_state(*session->session, name, &index)) return st;
+    std::vector<int64_t> d(dims, dims + rank);
+    return from(session->session->write_state(index, static_cast<cuvil::DType>(dtype), d, data, bytes));
+  });
 }
 
 }  // extern "C"

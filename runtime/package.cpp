@@ -89,6 +89,30 @@ std::vector<uint8_t> encode_buckets(const std::vector<PackageProgram>& programs)
   return out;
 }
 
+// STATE: u32 count, then per record u32 input, u32 output, u32 axis, u32 symbol, u32 dtype
+// (ONNX number), u32 rank, i64 max_dims[rank], u32 name length, the name's bytes.
+std::vector<uint8_t> encode_states(const std::vector<StateRecord>& states) {
+  std::vector<uint8_t> out;
+  auto put = [&](const auto& v) {
+    const size_t at = out.size();
+    out.resize(at + sizeof v);
+    std::memcpy(out.data() + at, &v, sizeof v);
+  };
+  put(static_cast<uint32_t>(states.size()));
+  for (const StateRecord& s : states) {
+    put(s.input);
+    put(s.output);
+    put(s.axis);
+    put(s.symbol);
+    put(static_cast<uint32_t>(s.dtype));
+    put(static_cast<uint32_t>(s.max_dims.size()));
+    for (int64_t d : s.max_dims) put(d);
+    put(static_cast<uint32_t>(s.name.size()));
+    out.insert(out.end(), s.name.begin(), s.name.end());
+  }
+  return out;
+}
+
 bool same_symbols(const Program& a, const Program& b) {
   if (a.symbols.size() != b.symbols.size()) return false;
   for (size_t i = 0; i < a.symbols.size(); ++i) {
@@ -283,6 +307,7 @@ std::vector<uint8_t> write_package(const PackageContents& c) {
 std::vector<uint8_t> write_package_head(const PackageContents& c, uint64_t weights_size, uint32_t weights_crc) {
   const std::vector<uint8_t> programs = encode_programs(c.programs);
   const std::vector<uint8_t> buckets = encode_buckets(c.programs);
+  const std::vector<uint8_t> states = encode_states(c.states);
   struct Part {
     SectionKind kind;
     uint32_t flags, alignment;
@@ -295,6 +320,8 @@ std::vector<uint8_t> write_package_head(const PackageContents& c, uint64_t weigh
       {SectionKind::BUCKETS, kSectionCritical, 8, buckets.data(), buckets.size()},
       {SectionKind::PROGRAMS, kSectionCritical, 8, programs.data(), programs.size()},
   };
+  if (!c.states.empty())
+    parts.push_back({SectionKind::STATE, kSectionCritical, 8, states.data(), states.size()});
   if (!c.report.empty())
     parts.push_back({SectionKind::REPORT, 0, 8, reinterpret_cast<const uint8_t*>(c.report.data()),
                      c.report.size()});
@@ -563,6 +590,7 @@ Status LoadedPackage::verify_and_decode() {
   // Contents.
   const SectionEntry* programs = nullptr;
   const SectionEntry* buckets = nullptr;
+  const SectionEntry* states = nullptr;
   for (const SectionEntry& s : sections_) {
     const char* bytes = reinterpret_cast<const char*>(d + s.offset);
     switch (static_cast<SectionKind>(s.kind)) {
@@ -579,6 +607,7 @@ Status LoadedPackage::verify_and_decode() {
         break;
       case SectionKind::PROGRAMS: programs = &s; break;
       case SectionKind::BUCKETS: buckets = &s; break;
+      case SectionKind::STATE: states = &s; break;
       case SectionKind::REPORT: report_.assign(bytes, s.size); break;
       case SectionKind::PTX: {
         Status st = decode_ptx_section(d + s.offset, s.size, &ptx_);
@@ -591,7 +620,8 @@ Status LoadedPackage::verify_and_decode() {
   if (const std::string* declared = manifest_.find("format"); declared && *declared != version)
     return invalid("MANIFEST section: says format ", *declared, ", the header says ", version);
   CUVIL_RETURN_IF_ERROR(decode_programs(d + programs->offset, programs->size));
-  return decode_buckets(d + buckets->offset, buckets->size);
+  CUVIL_RETURN_IF_ERROR(decode_buckets(d + buckets->offset, buckets->size));
+  return states ? decode_states(d + states->offset, states->size) : Status::ok();
 }
 
 Status LoadedPackage::decode_programs(const uint8_t* data, uint64_t size) {
@@ -661,6 +691,87 @@ Status LoadedPackage::decode_buckets(const uint8_t* data, uint64_t size) {
     }
   }
   if (r.remaining() != 0) return invalid("BUCKETS section: ", r.remaining(), " bytes after the last guard");
+  return Status::ok();
+}
+
+// Every record must stand for an input/output pair of the programs that the session can keep:
+// same dtype and rank, the input's extent on `axis` exactly the length symbol, every other
+// extent a constant equal to max_dims or a symbol whose declared maximum is max_dims, the
+// length symbol bounded by max_dims[axis]; inputs, outputs and names used once.
+Status LoadedPackage::decode_states(const uint8_t* data, uint64_t size) {
+  ByteReader r(data, size);
+  const Program& p = programs_.front();
+  const uint32_t n = r.count(28);
+  if (r.failed()) return invalid("STATE section: truncated record count");
+  if (n == 0) return invalid("STATE section: holds no record (omit the section instead)");
+  if (n > p.inputs.size()) return invalid("STATE section: ", n, " records for ", p.inputs.size(), " inputs");
+  ExprEvaluator eval(p);
+  std::vector<uint8_t> input_used(p.inputs.size(), 0), output_used(p.outputs.size(), 0);
+  states_.assign(n, StateRecord{});
+  for (uint32_t i = 0; i < n; ++i) {
+    StateRecord& s = states_[i];
+    const std::string who = "STATE section: record " + std::to_string(i);
+    s.input = r.u32();
+    s.output = r.u32();
+    s.axis = r.u32();
+    s.symbol = r.u32();
+    const uint32_t dtype = r.u32();
+    const uint32_t rank = r.count(8);
+    if (r.failed()) return invalid(who, " is truncated");
+    if (rank == 0 || rank > 16) return invalid(who, ": rank ", rank, " (1 to 16)");
+    s.max_dims.resize(rank);
+    for (int64_t& d : s.max_dims) d = r.i64();
+    s.name = r.str();
+    if (r.failed()) return invalid(who, " is truncated");
+    if (s.input >= p.inputs.size()) return invalid(who, ": input ", s.input, " out of range (", p.inputs.size(), " inputs)");
+    if (s.output >= p.outputs.size())
+      return invalid(who, ": output ", s.output, " out of range (", p.outputs.size(), " outputs)");
+    if (input_used[s.input]++) return invalid(who, ": input ", s.input, " is already another record's");
+    if (output_used[s.output]++) return invalid(who, ": output ", s.output, " is already another record's");
+    const TensorDesc& in = p.tensors[p.inputs[s.input]];
+    const TensorDesc& out = p.tensors[p.outputs[s.output]];
+    if (s.name != in.name) return invalid(who, ": name '", s.name, "' is not its input's ('", in.name, "')");
+    s.dtype = static_cast<DType>(dtype);
+    if (dtype_bits(s.dtype) <= 0 || dtype_bits(s.dtype) % 8 != 0 || s.dtype != in.dtype || s.dtype != out.dtype)
+      return invalid(who, " ('", s.name, "'): dtype ", dtype, " differs from its input's and output's");
+    if (in.dims.size() != rank || out.dims.size() != rank)
+      return invalid(who, " ('", s.name, "'): rank ", rank, " differs from its input's or output's");
+    if (s.axis >= rank) return invalid(who, " ('", s.name, "'): axis ", s.axis, " out of range for rank ", rank);
+    if (s.symbol >= p.symbols.size())
+      return invalid(who, " ('", s.name, "'): symbol ", s.symbol, " out of range (", p.symbols.size(), " symbols)");
+    for (uint32_t k = 0; k < rank; ++k) {
+      const uint32_t sym = eval.as_symbol(in.dims[k]);
+      int64_t value = 0;
+      bool unbound = false;
+      if (k == s.axis) {
+        if (sym != s.symbol)
+          return invalid(who, " ('", s.name, "'): dim ", k, " of the input is ", eval.to_string(in.dims[k]),
+                         ", not the length symbol '", p.symbols[s.symbol].name, "'");
+        const Symbol& ls = p.symbols[s.symbol];
+        if (ls.data_dependent || ls.hi != s.max_dims[k] || ls.lo < 0)
+          return invalid(who, " ('", s.name, "'): length symbol '", ls.name, "' has range [", ls.lo, ", ",
+                         ls.hi == INT64_MAX ? std::string("unbounded") : std::to_string(ls.hi),
+                         "] but the record's maximum is ", s.max_dims[k]);
+        continue;
+      }
+      if (sym != kNone) {
+        if (p.symbols[sym].hi != s.max_dims[k])
+          return invalid(who, " ('", s.name, "'): dim ", k, " maximum ", s.max_dims[k], " is not the range maximum of '",
+                         p.symbols[sym].name, "'");
+        continue;
+      }
+      Status st = eval.eval(in.dims[k], &value, &unbound);
+      if (!st || unbound || value != s.max_dims[k])
+        return invalid(who, " ('", s.name, "'): dim ", k, " of the input is ", eval.to_string(in.dims[k]),
+                       ", not the constant ", s.max_dims[k], " or a symbol");
+    }
+    const std::optional<int64_t> numel = checked_numel(s.max_dims);
+    if (!numel || *numel < 0 || *numel > (int64_t{1} << 40) / (dtype_bits(s.dtype) / 8))
+      return invalid(who, " ('", s.name, "'): maximum extents are too large");
+    if (s.symbol != states_[0].symbol)
+      return invalid(who, " ('", s.name, "'): length symbol '", p.symbols[s.symbol].name, "' differs from record 0's");
+  }
+  if (r.remaining() != 0) return invalid("STATE section: ", r.remaining(), " bytes after the last record");
   return Status::ok();
 }
 

@@ -1,8 +1,9 @@
 // The .cuvir package, format 3 (docs/format.md): a fixed header, a section table, and the
 // sections of runtime/sections.def: MANIFEST, WEIGHTS, PROGRAMS (one program per shape bucket),
-// BUCKETS (each program's guard) and the optional REPORT and PTX (the megakernel per GPU
-// target, runtime/ptx_section.h); PANELS, STATE and QUANT are reserved for the issues that
-// define them. write_package produces the bytes
+// BUCKETS (each program's guard), the optional REPORT, the optional STATE (tensors a session
+// keeps across runs: a KV cache) and the optional PTX (the megakernel per GPU target,
+// runtime/ptx_section.h); PANELS and QUANT are reserved for the issues that define them.
+// write_package produces the bytes
 // (deterministically); LoadedPackage opens a file (memory-mapped, weights used in place) or a
 // memory buffer and verifies ALL of it before returning: header, section table bounds,
 // alignment and overlap, per-section CRC-32C, manifest text, program decoding and
@@ -74,6 +75,19 @@ struct BucketGuard {
 // "seq in [2, 16], batch in [1, 1]" or "always" (symbol names from `p`).
 std::string guard_to_string(const BucketGuard& g, const Program& p);
 
+// A STATE record (docs/format.md, "STATE"): a tensor the session owns across runs (a KV
+// cache), standing for program input `input` (the past) and output `output` (the present =
+// Concat(past, new) along `axis`). Its extent on `axis` is symbol `symbol`, bound at each run
+// to the committed length; `max_dims` are its extents at their largest (allocated once).
+struct StateRecord {
+  std::string name;  // the input's name
+  uint32_t input = 0, output = 0;  // positions among the programs' inputs / outputs
+  uint32_t axis = 0;
+  uint32_t symbol = 0;             // index into the common symbol table
+  DType dtype = DType::Float;
+  std::vector<int64_t> max_dims;
+};
+
 struct SectionEntry {
   uint32_t kind = 0;
   uint32_t flags = 0;
@@ -111,6 +125,7 @@ struct PackageContents {
   std::vector<PackageProgram> programs;  // PROGRAMS and BUCKETS, in selection order
   std::string report;            // REPORT section; omitted when empty
   std::vector<uint8_t> ptx;      // PTX section (runtime/ptx_section.h); omitted when empty
+  std::vector<StateRecord> states;  // STATE section; omitted when empty
 };
 // The package bytes. Deterministic: the same contents give the same bytes (padding is zero,
 // nothing depends on time or environment). Writing a file atomically is the caller's job.
@@ -150,6 +165,8 @@ class LoadedPackage {
   // inputs and the outputs (checked at load), so program() serves for those.
   const std::vector<Program>& programs() const { return programs_; }
   const std::vector<BucketGuard>& guards() const { return guards_; }
+  // The STATE section's records (empty without one), verified against the programs.
+  const std::vector<StateRecord>& states() const { return states_; }
   const Program& program() const { return programs_.front(); }
   // The WEIGHTS section, inside the mapping (or copy): 64-byte aligned, read-only.
   const uint8_t* weights() const { return weights_; }
@@ -166,6 +183,7 @@ class LoadedPackage {
   Status verify_and_decode();
   Status decode_programs(const uint8_t* data, uint64_t size);
   Status decode_buckets(const uint8_t* data, uint64_t size);
+  Status decode_states(const uint8_t* data, uint64_t size);
 
   const uint8_t* data_ = nullptr;
   size_t size_ = 0;
@@ -178,6 +196,7 @@ class LoadedPackage {
   Manifest manifest_;
   std::vector<Program> programs_;
   std::vector<BucketGuard> guards_;
+  std::vector<StateRecord> states_;
   std::string report_;
   std::vector<PtxRecord> ptx_;
   const uint8_t* weights_ = nullptr;

@@ -231,6 +231,161 @@ Session::Session(std::shared_ptr<const LoadedPackage> package, const SessionOpti
   views_.resize(tensors);
   ready_.assign(tensors, 0);
   heap_.resize(tensors);
+  // State tensors: both the committed buffer and every program's present output buffer are
+  // reserved at the maximum size, so that swapping them on commit never reallocates.
+  input_state_.assign(inputs_.size(), kNone);
+  const Program& p0 = *program_;
+  ExprEvaluator eval(p0);
+  for (const StateRecord& r : package_->states()) {
+    StateBuffer b;
+    b.record = &r;
+    b.who = "state '" + r.name + "'";
+    b.max_bytes = byte_size(r.dtype, r.max_dims).value_or(0);  // checked at load
+    b.data.reserve(b.max_bytes + 1);
+    for (const std::unique_ptr<ProgramState>& ps : states_)
+      heap_[ps->program.outputs[r.output]].reserve(b.max_bytes + 1);
+    input_state_[r.input] = static_cast<uint32_t>(state_.size());
+    const TensorDesc& d = p0.tensors[p0.inputs[r.input]];
+    b.dim_source.assign(d.dims.size(), {kNone, kNone});
+    for (size_t k = 0; k < d.dims.size(); ++k) {
+      const uint32_t sym = eval.as_symbol(d.dims[k]);
+      if (k == r.axis || sym == kNone) continue;
+      for (uint32_t i = 0; i < p0.inputs.size() && b.dim_source[k].first == kNone; ++i) {
+        bool is_state = false;
+        for (const StateRecord& o : package_->states()) is_state |= o.input == i;
+        if (is_state) continue;
+        const TensorDesc& u = p0.tensors[p0.inputs[i]];
+        for (uint32_t j = 0; j < u.dims.size(); ++j)
+          if (eval.as_symbol(u.dims[j]) == sym) {
+            b.dim_source[k] = {i, j};
+            break;
+          }
+      }
+    }
+    state_.push_back(std::move(b));
+  }
+}
+
+uint32_t Session::find_state(const std::string& name) const {
+  for (size_t i = 0; i < state_.size(); ++i)
+    if (state_[i].record->name == name) return static_cast<uint32_t>(i);
+  return kNone;
+}
+
+void Session::reset_state() {
+  for (StateBuffer& b : state_) b.dims.clear();
+}
+
+int64_t Session::state_length(size_t index) const {
+  const StateBuffer& b = state_[index];
+  return b.dims.empty() ? 0 : b.dims[b.record->axis];
+}
+
+Status Session::read_state(size_t index, void* buffer, size_t capacity) const {
+  const StateBuffer& b = state_[index];
+  const size_t bytes = b.dims.empty() ? 0 : static_cast<size_t>(byte_size(b.record->dtype, b.dims).value_or(0));
+  if (capacity < bytes)
+    return make_status(StatusCode::kInvalidArgument, b.who, " holds ", bytes, " bytes (", dims_text(b.dims),
+                       "), the buffer has ", capacity);
+  if (bytes) std::memcpy(buffer, b.data.data(), bytes);
+  return Status::ok();
+}
+
+Status Session::write_state(size_t index, DType dtype, const std::vector<int64_t>& dims, const void* data,
+                            size_t bytes) {
+  StateBuffer& b = state_[index];
+  const StateRecord& r = *b.record;
+  if (dtype != r.dtype)
+    return make_status(StatusCode::kInvalidArgument, b.who, ": dtype ", dtype_name(dtype), ", expected ",
+                       dtype_name(r.dtype));
+  if (dims.size() != r.max_dims.size())
+    return make_status(StatusCode::kInvalidArgument, b.who, ": rank ", dims.size(), ", expected ", r.max_dims.size());
+  for (size_t k = 0; k < dims.size(); ++k)
+    if (dims[k] < 0 || dims[k] > r.max_dims[k])
+      return make_status(StatusCode::kShape, b.who, ": dim ", k, " is ", dims[k], ", outside [0, ", r.max_dims[k],
+                         "] (the compiled maximum ", dims_text(r.max_dims), ")");
+  const uint64_t need = byte_size(dtype, dims).value_or(UINT64_MAX);
+  if (need != bytes)
+    return make_status(StatusCode::kInvalidArgument, b.who, ": buffer has ", bytes, " bytes but shape ",
+                       dims_text(dims), " needs ", need);
+  if (!data && bytes > 0) return make_status(StatusCode::kInvalidArgument, b.who, ": data is null");
+  b.data.resize(bytes + 1);  // within the reserved capacity
+  if (bytes) std::memcpy(b.data.data(), data, bytes);
+  b.dims = dims;
+  return Status::ok();
+}
+
+// Each state input is bound to the committed contents: the length symbol takes the committed
+// length (0 when empty) and the other symbolic dims the committed ones, or, when the state is
+// empty, the caller's input that has the same symbol (batch from input_ids).
+Status Session::bind_states() {
+  for (StateBuffer& b : state_) {
+    const StateRecord& r = *b.record;
+    InputBinding& in = inputs_[r.input];
+    std::vector<int64_t> dims = r.max_dims;
+    for (size_t k = 0; k < dims.size(); ++k) {
+      if (k == r.axis) {
+        dims[k] = b.dims.empty() ? 0 : b.dims[k];
+        continue;
+      }
+      const auto [i, j] = b.dim_source[k];
+      if (i != kNone && inputs_[i].set && j < inputs_[i].dims.size()) {
+        dims[k] = inputs_[i].dims[j];
+        if (!b.dims.empty() && b.dims[k] != dims[k])
+          return make_status(StatusCode::kShape, b.who, " holds ", dims_text(b.dims), " but input '",
+                             program_->tensors[program_->inputs[i]].name, "' dim ", j, " is ", dims[k],
+                             "; reset the state to start a sequence of another shape");
+      } else if (!b.dims.empty()) {
+        dims[k] = b.dims[k];
+      }
+      // Else a constant dim, or a symbol no input gives: its maximum (checked at load).
+    }
+    in.set = true;
+    in.dtype = r.dtype;
+    in.dims = std::move(dims);
+    in.bytes = static_cast<size_t>(byte_size(r.dtype, in.dims).value_or(0));  // <= max_bytes: dims <= max
+    in.data = b.data.data();
+  }
+  return Status::ok();
+}
+
+// After a successful run: every state's present must extend its past (same dims but the
+// axis, no shorter) and fit the maximum length; then all are committed at once.
+Status Session::commit_states() {
+  for (StateBuffer& b : state_) {
+    const StateRecord& r = *b.record;
+    const TensorView& v = views_[program_->outputs[r.output]];
+    const std::vector<int64_t>& past = inputs_[r.input].dims;
+    bool extends = v.dims.size() == past.size() && v.dtype == r.dtype;
+    for (size_t k = 0; extends && k < past.size(); ++k)
+      extends = k == r.axis ? v.dims[k] >= past[k] : v.dims[k] == past[k];
+    if (!extends)
+      return make_status(StatusCode::kRuntime, b.who, ": output '", program_->tensors[program_->outputs[r.output]].name,
+                         "' has shape ", dims_text(v.dims), ", which does not extend the state's ", dims_text(past),
+                         " along axis ", r.axis);
+    if (v.dims[r.axis] > r.max_dims[r.axis]) {
+      const Symbol& sym = program_->symbols[r.symbol];
+      return make_status(StatusCode::kShape, b.who, ": this run would leave ", v.dims[r.axis],
+                         " rows in the cache, past the range of '", sym.name, "' [", sym.lo, ", ", sym.hi,
+                         "] (compile with a larger --dim ", sym.name, "=", sym.lo, ":N, or reset the state)");
+    }
+  }
+  for (StateBuffer& b : state_) {
+    const StateRecord& r = *b.record;
+    const uint32_t t = program_->outputs[r.output];
+    const TensorView& v = views_[t];
+    const size_t bytes = v.bytes();
+    if (v.data == heap_[t].data() && heap_[t].capacity() >= b.max_bytes + 1) {
+      // Double buffering: the present becomes the state, the old state the next present's
+      // storage. The output's view stays valid (it points into the committed buffer).
+      std::swap(heap_[t], b.data);
+    } else {
+      b.data.resize(bytes + 1);
+      if (bytes) std::memcpy(b.data.data(), v.data, bytes);
+    }
+    b.dims = v.dims;
+  }
+  return Status::ok();
 }
 
 void Session::activate(size_t index) {
@@ -383,6 +538,10 @@ Status Session::set_input(size_t index, DType dtype, const std::vector<int64_t>&
     return make_status(StatusCode::kInvalidArgument, "input index ", index, " out of range (model has ",
                        program_->inputs.size(), " inputs)");
   const TensorDesc& d = program_->tensors[program_->inputs[index]];
+  if (input_state_[index] != kNone)
+    return make_status(StatusCode::kInvalidArgument, "input '", d.name,
+                       "' is session state (KV cache): the session binds it to the committed cache; use the "
+                       "state calls (cuvil_session_write_state) to change it");
   if (dtype != d.dtype)
     return make_status(StatusCode::kInvalidArgument, "input '", d.name, "': dtype ", dtype_name(dtype),
                        ", expected ", dtype_name(d.dtype));
@@ -744,6 +903,7 @@ Status Session::run() {
   const int64_t start_ns = stats_clock_ns();
   Status st = [this, start_ns]() -> Status {
     // Bind with the program that ran last (usually the one that runs again), then choose.
+    if (!state_.empty()) CUVIL_RETURN_IF_ERROR(bind_states());
     CUVIL_RETURN_IF_ERROR(bind_inputs());
     if (states_.size() > 1) {
       const size_t chosen = select_program();
@@ -764,6 +924,8 @@ Status Session::run() {
     for (uint32_t t : program_->outputs)
       if (!ready_[t])
         return make_status(StatusCode::kRuntime, "output '", program_->tensors[t].name, "' was not produced");
+    // The one place the state changes: only a run that got this far commits.
+    if (!state_.empty()) CUVIL_RETURN_IF_ERROR(commit_states());
     return Status::ok();
   }();
   // Input data is borrowed only until run() returns (cuvil.h): forget it, whatever the

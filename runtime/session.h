@@ -104,6 +104,29 @@ class Session {
   Device device() const { return device_; }
   const std::string& device_note() const { return device_note_; }
 
+  // ---- State (KV cache): the package's STATE records (docs/kv_cache.md) ----
+  // The session owns one tensor per record, allocated at its maximum extents when the session
+  // is made. A state's input is not set by the caller: each run binds it to the committed
+  // contents (its length symbol, e.g. `past`, takes the committed length) and, when the run
+  // succeeds, the record's output (present = Concat(past, new)) becomes the committed
+  // contents. A failed or cancelled run leaves every state as it was.
+  size_t state_count() const { return state_.size(); }
+  // Index of the state whose name (its input's name) is `name`, or kNone.
+  uint32_t find_state(const std::string& name) const;
+  // Empties every state (length 0); the next run starts a new sequence.
+  void reset_state();
+  // The committed length (extent on the record's axis) of state `index` (0 when empty).
+  int64_t state_length(size_t index) const;
+  const char* state_name(size_t index) const { return state_[index].record->name.c_str(); }
+  DType state_dtype(size_t index) const { return state_[index].record->dtype; }
+  // The committed dims of state `index` (empty when it has never held rows).
+  const std::vector<int64_t>& state_dims(size_t index) const { return state_[index].dims; }
+  // Copies state `index`'s committed contents (dims: state_dims) into `buffer`.
+  Status read_state(size_t index, void* buffer, size_t capacity) const;
+  // Replaces state `index`'s contents (its length becomes dims[axis]); dims must fit the
+  // record's maximum extents, dtype and bytes must match.
+  Status write_state(size_t index, DType dtype, const std::vector<int64_t>& dims, const void* data, size_t bytes);
+
  private:
   Session(std::shared_ptr<const LoadedPackage> package, const SessionOptions& options);
   struct Buffer;
@@ -185,6 +208,20 @@ class Session {
     size_t bytes = 0;
   };
   std::vector<InputBinding> inputs_;
+  struct StateBuffer {
+    const StateRecord* record = nullptr;
+    std::string who;                 // "state 'past_key_0'"
+    std::vector<uint8_t> data;       // committed contents, packed; capacity >= max bytes + 1
+    std::vector<int64_t> dims;       // committed dims; empty: never held rows since reset
+    // Per dim, the (input, dim) of a caller's input with the same bare symbol, which gives
+    // the extent of an empty state (e.g. batch); kNone when there is none.
+    std::vector<std::pair<uint32_t, uint32_t>> dim_source;
+    size_t max_bytes = 0;
+  };
+  std::vector<StateBuffer> state_;
+  std::vector<uint32_t> input_state_;  // per input: its state, or kNone
+  Status bind_states();
+  Status commit_states();
   std::vector<TensorView> views_;     // one per tensor
   std::vector<uint8_t> ready_;        // tensor has storage this run
   std::vector<std::vector<uint8_t>> heap_;  // dynamic tensors and outputs, per tensor

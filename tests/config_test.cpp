@@ -27,7 +27,10 @@ TEST(Config, EmptyFileSetsNothing) {
   EXPECT_TRUE(o.dims.empty());
   EXPECT_TRUE(o.fusion);
   EXPECT_EQ(o.layout, LayoutChoice::kAuto);
+  EXPECT_EQ(o.kv_cache, KvCacheMode::kAuto);
   EXPECT_EQ(o.limits.max_nodes, CompileLimits{}.max_nodes);
+  EXPECT_EQ(parse_config("kv_cache: off\n", "c.yaml").kv_cache, KvCacheMode::kOff);
+  EXPECT_EQ(parse_config("kv_cache: on\n", "c.yaml").kv_cache, KvCacheMode::kOn);
   o = parse_config("# only a comment\n", "c.yaml");
   EXPECT_TRUE(o.dims.empty());
 }
@@ -71,7 +74,7 @@ TEST(Config, EveryLimitHasAYamlKey) {
 
 TEST(Config, UnknownTopLevelKey) {
   EXPECT_EQ(config_error("fusion: true\nfusoin: false\n"),
-            "c.yaml:2:1: unknown key 'fusoin' (known: version, buckets, dims, fusion, layout, limits, patterns, quantize)");
+            "c.yaml:2:1: unknown key 'fusoin' (known: version, buckets, dims, fusion, kv_cache, layout, limits, patterns, quantize)");
 }
 
 TEST(Config, UnknownLimitKey) {
@@ -92,6 +95,7 @@ TEST(Config, WrongTypes) {
             "c.yaml:2:14: limits.max_nodes: expected a non-negative integer, got a list");
   EXPECT_EQ(config_error("fusion: yes please\n"), "c.yaml:1:9: fusion: expected true or false, got 'yes please'");
   EXPECT_EQ(config_error("layout: NHWC\n"), "c.yaml:1:9: layout: expected auto, nchw or nhwc, got 'NHWC'");
+  EXPECT_EQ(config_error("kv_cache: yes\n"), "c.yaml:1:11: kv_cache: expected auto, on or off, got 'yes'");
   EXPECT_EQ(config_error("limits: 5\n"), "c.yaml:1:9: limits must be a mapping (key: value), got a scalar");
   EXPECT_EQ(config_error("- a\n- b\n"), "c.yaml:1:1: the config must be a mapping (key: value), got a list");
 }

@@ -504,9 +504,9 @@ TEST(BadPackage, BucketAndProgramCountsDisagree) {
 TEST(BadPackage, ReservedCriticalSection) {
   Bytes b = write_package(make_contents());
   const size_t at = entry_at(b, find_entry(b, SectionKind::REPORT));
-  set<uint32_t>(b, at + kKind, static_cast<uint32_t>(SectionKind::STATE));
+  set<uint32_t>(b, at + kKind, static_cast<uint32_t>(SectionKind::QUANT));
   set<uint32_t>(b, at + kFlags, kSectionCritical);
-  EXPECT_REFUSED(open_bytes(b), "section 3 (STATE): this section kind is reserved for issue 10 (KV-cache state)");
+  EXPECT_REFUSED(open_bytes(b), "section 3 (QUANT): this section kind is reserved for issue 11 (W8A8)");
   set<uint32_t>(b, at + kKind, static_cast<uint32_t>(SectionKind::PTX));
   set<uint32_t>(b, at + kFlags, 0);
   EXPECT_REFUSED(open_bytes(b), "PTX section: truncated record count");

@@ -177,6 +177,43 @@ typedef struct cuvil_session_metrics {
 } cuvil_session_metrics;
 cuvil_status cuvil_session_get_metrics(const cuvil_session* session, cuvil_session_metrics* out_metrics);
 
+/* ---- State (KV cache; docs/kv_cache.md) ----
+ * A package compiled from a decoder with past/present inputs and outputs (present =
+ * Concat(past, new) along the past-length axis) keeps the cache in the session: each state
+ * stands for one past input and one present output. The caller does not set a state's input
+ * (cuvil_session_set_input refuses it): every run binds it to the committed cache, whose
+ * length binds the past symbol, and a successful run commits its present as the new cache. A
+ * failed or cancelled run leaves every state as it was. The present outputs stay readable
+ * with cuvil_session_get_output like any output. */
+typedef struct cuvil_state_info {
+  const char* name;     /* the state's name: its input's (e.g. "past_key_0") */
+  const char* output;   /* the output it is updated from (e.g. "present_key_0") */
+  size_t input_index;   /* its position among the model's inputs */
+  size_t output_index;  /* and among its outputs */
+  cuvil_dtype dtype;
+  int32_t rank;
+  int32_t axis;         /* the length axis */
+  int64_t max_dims[CUVIL_MAX_RANK]; /* extents at their largest (max_dims[axis]: the maximum length) */
+  const char* length_symbol;        /* the symbol of the length axis, e.g. "past" */
+} cuvil_state_info;
+/* Number of state tensors (0 for a package without STATE). */
+size_t cuvil_model_state_count(const cuvil_model* model);
+cuvil_status cuvil_model_state_info(const cuvil_model* model, size_t index, cuvil_state_info* out_info);
+/* Empties every state (length 0): the next run starts a new sequence. */
+cuvil_status cuvil_session_reset_state(cuvil_session* session);
+/* The committed length (rows along the length axis) of the first state; 0 when empty or when
+ * the package has no state. */
+cuvil_status cuvil_session_state_length(const cuvil_session* session, int64_t* out_length);
+/* Copies the committed contents of state `name` into `buffer` (CUVIL_INVALID_ARGUMENT when
+ * `capacity` is too small); *out_info (optional) gets its dims. */
+cuvil_status cuvil_session_read_state(const cuvil_session* session, const char* name, cuvil_tensor_info* out_info,
+                                      void* buffer, size_t capacity);
+/* Replaces state `name`'s contents with a copy of `data`; dims must lie within the state's
+ * maximum extents (CUVIL_SHAPE otherwise) and its length becomes dims[axis]. Write every state
+ * to the same length before the next run: they all bind the same symbol. */
+cuvil_status cuvil_session_write_state(cuvil_session* session, const char* name, cuvil_dtype dtype, int32_t rank,
+                                       const int64_t* dims, const void* data, size_t bytes);
+
 /* The CPU kernel path this process runs: "portable", "avx2" or "avx512" (runtime/cpu/cpu_features.h;
  * CUVIL_CPU_PATH forces one). */
 const char* cuvil_cpu_path(void);
