@@ -142,10 +142,11 @@ class Model:
         self.inputs: List[TensorInfo] = [_info(i) for i in self._m.inputs()]
         self.outputs: List[TensorInfo] = [_info(o) for o in self._m.outputs()]
 
-    def session(self, threads: int = 0, deadline_ms: int = 0) -> "Session":
+    def session(self, threads: int = 0, deadline_ms: int = 0, device: str = "cpu") -> "Session":
         """A session with `threads` threads, the caller's included (0 = all cores); a run
-        taking longer than `deadline_ms` (0 = none) stops with a DEADLINE CuvilError."""
-        return Session(self, threads=threads, deadline_ms=deadline_ms)
+        taking longer than `deadline_ms` (0 = none) stops with a DEADLINE CuvilError.
+        `device` is "cpu", "cuda" or "auto" (Session)."""
+        return Session(self, threads=threads, deadline_ms=deadline_ms, device=device)
 
     def __repr__(self) -> str:
         ins = ", ".join(f"{i.name}: {_cuvil.dtype_name(i.onnx_dtype)}{i.shape_text}" for i in self.inputs)
@@ -158,17 +159,35 @@ def load(path: Union[str, os.PathLike, bytes]) -> Model:
     return Model(path)
 
 
+# cuvil_device values of the C API.
+_DEVICES = {"cpu": 0, "cuda": 1, "auto": 2}
+
 class Session:
     """Runs a Model. One run at a time per session (concurrent calls on one session wait
     for each other); use one session per thread to run in parallel. The GIL is released
     while a run is in progress."""
 
-    def __init__(self, model: Model, threads: int = 0, deadline_ms: int = 0) -> None:
+    def __init__(self, model: Model, threads: int = 0, deadline_ms: int = 0, device: str = "cpu") -> None:
+        """`device`: "cpu"; "cuda" raises an UNSUPPORTED CuvilError saying why when CUDA cannot be
+        used (no driver, no device, no PTX in the package; this version runs every package on
+        the CPU); "auto" takes the CPU then, and `device_note` says why."""
+        if device not in _DEVICES:
+            raise ValueError(f"device must be one of {sorted(_DEVICES)}, got {device!r}")
         self.model = model
-        self._s = _cuvil.Session(model._m, int(threads), int(deadline_ms))
+        self._s = _cuvil.Session(model._m, int(threads), int(deadline_ms), _DEVICES[device])
         self._lock = threading.Lock()
         self._output_index = {o.name: k for k, o in enumerate(model.outputs)}
         self._input_info = {i.name: i for i in model.inputs}
+
+    @property
+    def device(self) -> str:
+        """The device the session runs on: "cpu" or "cuda"."""
+        return self._s.device()
+
+    @property
+    def device_note(self) -> str:
+        """Why device="auto" did not take CUDA ("" otherwise)."""
+        return self._s.device_note()
 
     @property
     def inputs(self) -> List[TensorInfo]:

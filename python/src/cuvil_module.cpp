@@ -79,13 +79,17 @@ class Model {
 // Session, which holds its own lock across them (a C session serves one thread at a time).
 class Session {
  public:
-  Session(Model& model, int threads, int64_t deadline_ms) {
+  Session(Model& model, int threads, int64_t deadline_ms, int device) {
     cuvil_session_options o;
     cuvil_session_options_init(&o);
     o.threads = threads;
     o.deadline_ms = deadline_ms;
+    o.device = device;
     check(cuvil_session_create(model.get(), &o, &s_));
   }
+  // "cpu" or "cuda", and why `auto` did not take CUDA ("" otherwise).
+  std::string device() const { return cuvil_session_device(s_) == CUVIL_DEVICE_CUDA ? "cuda" : "cpu"; }
+  std::string device_note() const { return cuvil_session_device_note(s_); }
   ~Session() { cuvil_session_release(s_); }
   Session(const Session&) = delete;
   Session& operator=(const Session&) = delete;
@@ -166,8 +170,10 @@ NB_MODULE(_cuvil, m) {
       .def("inputs", &Model::inputs)
       .def("outputs", &Model::outputs);
   nb::class_<Session>(m, "Session")
-      .def(nb::init<Model&, int, int64_t>(), nb::arg("model"), nb::arg("threads"), nb::arg("deadline_ms"),
-           nb::keep_alive<1, 2>())
+      .def(nb::init<Model&, int, int64_t, int>(), nb::arg("model"), nb::arg("threads"), nb::arg("deadline_ms"),
+           nb::arg("device"), nb::keep_alive<1, 2>())
+      .def("device", &Session::device)
+      .def("device_note", &Session::device_note)
       .def("run", &Session::run)
       .def("output_info", &Session::output_info)
       .def("copy_output", &Session::copy_output)

@@ -206,6 +206,26 @@ def test_compile_takes_cuvilc_options(tmp_path):
     assert e.value.code_name == "SHAPE"
 
 
+# ---- devices ----
+
+def test_device_cuda_without_a_usable_gpu_raises_and_auto_runs_on_the_cpu(digits, monkeypatch, tmp_path):
+    # The driver is opened once per process: point it at a missing file before any session asks.
+    monkeypatch.setenv("CUVIL_CUDA_DRIVER", str(tmp_path / "no-libcuda.so"))
+    model = cuvil.load(digits)
+    with pytest.raises(cuvil.CuvilError) as e:
+        model.session(threads=1, device="cuda")
+    assert e.value.code_name == "UNSUPPORTED"
+    assert "device cuda: " in str(e.value)
+    session = model.session(threads=1, device="auto")
+    assert session.device == "cpu"
+    assert "CUDA" in session.device_note
+    (logits,) = session.run(None, {"image": np.zeros((1, 1, 8, 8), np.float32)})
+    assert logits.shape == (1, 10)
+    assert model.session(threads=1).device_note == ""
+    with pytest.raises(ValueError):
+        model.session(device="tpu")
+
+
 # ---- threads ----
 
 def test_two_threads_share_one_model(digits):
