@@ -20,30 +20,18 @@ bool is_float_constant(const Value& v) {
 // A new initializer named after `base` (made unique in g) holding `values` as dtype.
 ValueId add_weight(Graph& g, const std::string& base, DType dtype, const std::vector<int64_t>& dims,
                    const std::vector<double>& values) {
-  std::string name = base;
-  for (int k = 1; g.find(name) != kNoValue; ++k) name = base + "_" + std::to_string(k);
-  auto data = std::make_shared<TensorData>();
-  data->dtype = dtype;
-  data->dims = dims;
+  std::vector<uint8_t> bytes;
   if (dtype == DType::Float) {
-    data->bytes.resize(values.size() * sizeof(float));
+    bytes.resize(values.size() * sizeof(float));
     for (size_t i = 0; i < values.size(); ++i) {
       const float f = static_cast<float>(values[i]);
-      std::memcpy(data->bytes.data() + i * sizeof f, &f, sizeof f);
+      std::memcpy(bytes.data() + i * sizeof f, &f, sizeof f);
     }
   } else {
-    data->bytes.resize(values.size() * sizeof(double));
-    std::memcpy(data->bytes.data(), values.data(), data->bytes.size());
+    bytes.resize(values.size() * sizeof(double));
+    std::memcpy(bytes.data(), values.data(), bytes.size());
   }
-  const ValueId id = g.add_value(name);
-  Value& v = g.value(id);
-  v.dtype = dtype;
-  Shape shape;
-  for (int64_t d : dims) shape.push_back(DimExpr(d));
-  v.shape = shape;
-  v.data = data;
-  v.is_initializer = true;
-  return id;
+  return add_initializer(g, base, dtype, dims, std::move(bytes));
 }
 
 // The BatchNormalization reads only its first output in inference mode.

@@ -82,4 +82,27 @@ Node make_node(OpKind op, std::string name, int opset) {
   return n;
 }
 
+std::string unique_value_name(const Graph& g, const std::string& base) {
+  std::string name = base;
+  for (int k = 1; g.find(name) != kNoValue; ++k) name = base + "_" + std::to_string(k);
+  return name;
+}
+
+ValueId add_initializer(Graph& g, const std::string& base, DType dtype, const std::vector<int64_t>& dims,
+                        std::vector<uint8_t> bytes) {
+  auto data = std::make_shared<TensorData>();
+  data->dtype = dtype;
+  data->dims = dims;
+  data->bytes = std::move(bytes);
+  const ValueId id = g.add_value(unique_value_name(g, base));
+  Value& v = g.value(id);
+  v.dtype = dtype;
+  Shape shape;
+  for (int64_t d : dims) shape.push_back(DimExpr(d));
+  v.shape = shape;
+  v.data = data;
+  v.is_initializer = true;
+  return id;
+}
+
 }  // namespace cuvil

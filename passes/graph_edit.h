@@ -5,6 +5,7 @@
 
 #include <functional>
 #include <set>
+#include <string>
 #include <vector>
 
 #include "ir/graph.h"
@@ -29,6 +30,12 @@ void erase_nodes(Graph& g, const std::set<size_t>& dead);
 // A node of `op` with op_type, domain and opset filled from the op table (an internal op of
 // domain "cuvil" is version 1; an ONNX op gets `opset`), named `name`, no inputs or outputs.
 Node make_node(OpKind op, std::string name, int opset = 1);
+// `base`, or `base_1`, `base_2`, ...: the first name no value of `g` has.
+std::string unique_value_name(const Graph& g, const std::string& base);
+// A new initializer of `g` named unique_value_name(g, base), holding `bytes` (little-endian
+// elements of dtype, dims' product of them) with a static shape.
+ValueId add_initializer(Graph& g, const std::string& base, DType dtype, const std::vector<int64_t>& dims,
+                        std::vector<uint8_t> bytes);
 // Calls fn on every subgraph held by the nodes of `g` (not recursively).
 void for_each_subgraph(Graph& g, const std::function<void(Graph&)>& fn);
 

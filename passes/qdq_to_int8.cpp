@@ -90,19 +90,7 @@ class Rewriter {
 
   ValueId constant(const std::string& base, DType dtype, const std::vector<int64_t>& dims,
                    std::vector<uint8_t> bytes) {
-    auto data = std::make_shared<TensorData>();
-    data->dtype = dtype;
-    data->dims = dims;
-    data->bytes = std::move(bytes);
-    const ValueId id = g_.add_value(unique(base));
-    Value& v = g_.value(id);
-    v.dtype = dtype;
-    Shape shape;
-    for (int64_t d : dims) shape.push_back(DimExpr(d));
-    v.shape = shape;
-    v.data = data;
-    v.is_initializer = true;
-    return id;
+    return add_initializer(g_, base, dtype, dims, std::move(bytes));
   }
   ValueId floats(const std::string& base, const std::vector<int64_t>& dims, const std::vector<float>& f) {
     std::vector<uint8_t> b(f.size() * sizeof(float));
@@ -116,7 +104,7 @@ class Rewriter {
   // A value like `like` (its shape) of dtype.
   ValueId temp(const std::string& base, DType dtype, ValueId like) {
     const std::optional<Shape> shape = g_.value(like).shape;
-    const ValueId id = g_.add_value(unique(base));
+    const ValueId id = g_.add_value(unique_value_name(g_, base));
     g_.value(id).dtype = dtype;
     g_.value(id).shape = shape;
     return id;
@@ -129,11 +117,6 @@ class Rewriter {
   }
 
  private:
-  std::string unique(const std::string& base) {
-    std::string name = base;
-    for (int k = 1; g_.find(name) != kNoValue; ++k) name = base + "_" + std::to_string(k);
-    return name;
-  }
   Graph& g_;
   int opset_;
 };

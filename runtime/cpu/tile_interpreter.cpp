@@ -488,6 +488,35 @@ class KernelRun {
 
 }  // namespace
 
+Status check_map_tensor(const Program& program, const TileKernel& k, size_t m, const TensorView& v) {
+  const uint32_t t = k.maps[m].tensor;
+  if (v.dtype != program.tensors[t].dtype || !tile_dtype_supported(v.dtype))
+    return make_status(StatusCode::kInvalidPackage, "kernel ", k.name, ": map ", m, " tensor has dtype ",
+                       dtype_name(v.dtype));
+  if (!v.data && v.numel() > 0)
+    return make_status(StatusCode::kRuntime, "kernel ", k.name, ": tensor '", program.tensors[t].name,
+                       "' has no storage");
+  return Status::ok();
+}
+
+Status check_map_span(const Program& program, const TileKernel& k, size_t m, const TensorView& v, int64_t offset,
+                      const std::vector<std::pair<int64_t, int64_t>>& extents) {
+  int64_t lo = offset, hi = offset;
+  for (const auto& [extent, stride] : extents) {
+    auto span = checked_mul(extent - 1, stride);
+    if (!span) return make_status(StatusCode::kShape, "kernel ", k.name, ": access span overflows");
+    auto nl = checked_add(lo, std::min<int64_t>(0, *span));
+    auto nh = checked_add(hi, std::max<int64_t>(0, *span));
+    if (!nl || !nh) return make_status(StatusCode::kShape, "kernel ", k.name, ": access span overflows");
+    lo = *nl;
+    hi = *nh;
+  }
+  if (lo < 0 || hi >= v.numel())
+    return make_status(StatusCode::kRuntime, "kernel ", k.name, ": map ", m, " reaches elements [", lo, ", ", hi,
+                       "] of tensor '", program.tensors[k.maps[m].tensor].name, "' which has ", v.numel());
+  return Status::ok();
+}
+
 Status run_tile_kernel(const Program& program, uint32_t kernel_index, ExprEvaluator& eval,
                        std::vector<TensorView>& views, ThreadPool& pool) {
   const TileKernel& k = program.kernels[kernel_index];
@@ -518,12 +547,7 @@ Status run_tile_kernel(const Program& program, uint32_t kernel_index, ExprEvalua
   for (size_t m = 0; m < k.maps.size(); ++m) {
     const AccessMap& am = k.maps[m];
     TensorView& v = views[am.tensor];
-    if (v.dtype != program.tensors[am.tensor].dtype || !tile_dtype_supported(v.dtype))
-      return make_status(StatusCode::kInvalidPackage, "kernel ", k.name, ": map ", m,
-                         " tensor has dtype ", dtype_name(v.dtype));
-    if (!v.data && v.numel() > 0)
-      return make_status(StatusCode::kRuntime, "kernel ", k.name, ": tensor '",
-                         program.tensors[am.tensor].name, "' has no storage");
+    CUVIL_RETURN_IF_ERROR(check_map_tensor(program, k, m, v));
     BoundMap& bm = maps[m];
     bm.base = static_cast<char*>(v.data);
     bm.dtype = v.dtype;
@@ -539,20 +563,7 @@ Status run_tile_kernel(const Program& program, uint32_t kernel_index, ExprEvalua
       if (loop_extent == 0) continue;
       extents.emplace_back(loop_extent, bm.loop_stride);
     }
-    int64_t lo = bm.offset, hi = bm.offset;
-    for (const auto& [extent, stride] : extents) {
-      auto span = checked_mul(extent - 1, stride);
-      if (!span) return make_status(StatusCode::kShape, "kernel ", k.name, ": access span overflows");
-      auto nl = checked_add(lo, std::min<int64_t>(0, *span));
-      auto nh = checked_add(hi, std::max<int64_t>(0, *span));
-      if (!nl || !nh) return make_status(StatusCode::kShape, "kernel ", k.name, ": access span overflows");
-      lo = *nl;
-      hi = *nh;
-    }
-    if (lo < 0 || hi >= v.numel())
-      return make_status(StatusCode::kRuntime, "kernel ", k.name, ": map ", m, " reaches elements [",
-                         lo, ", ", hi, "] of tensor '", program.tensors[am.tensor].name,
-                         "' which has ", v.numel());
+    CUVIL_RETURN_IF_ERROR(check_map_span(program, k, m, v, bm.offset, extents));
   }
 
   // Decode the body once per run (the verifier has checked every operand), noting the

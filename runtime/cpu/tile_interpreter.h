@@ -20,6 +20,15 @@ namespace cuvil::rt {
 
 // `views` holds every tensor of the program; tensors the kernel stores must already have
 // storage with the domain's dims. `trace` prints each instruction of the first tile.
+// What every executor of tile kernel `k` (this interpreter, the GPU megakernel's bind) proves
+// about access map `m` bound to tensor view `v` before touching memory. The first: the view's
+// dtype is the program's and a tile can hold it, and it has storage. The second: the elements
+// the map reaches from `offset` over `extents` ((extent, stride) per walked axis) lie inside
+// the tensor, with every span computed without overflow.
+Status check_map_tensor(const Program& program, const TileKernel& k, size_t m, const TensorView& v);
+Status check_map_span(const Program& program, const TileKernel& k, size_t m, const TensorView& v, int64_t offset,
+                      const std::vector<std::pair<int64_t, int64_t>>& extents);
+
 Status run_tile_kernel(const Program& program, uint32_t kernel_index, ExprEvaluator& eval,
                        std::vector<TensorView>& views, ThreadPool& pool);
 

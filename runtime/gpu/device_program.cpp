@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstring>
 
+#include "runtime/cpu/tile_interpreter.h"
 #include "runtime/verifier.h"
 #include "support/checked.h"
 
@@ -194,31 +195,14 @@ Status bind_device_run(const Program& program, const DeviceProgram& dp, ExprEval
     for (size_t m = 0; m < k.maps.size(); ++m) {
       const AccessMap& am = k.maps[m];
       const TensorView& v = views[am.tensor];
-      if (v.dtype != program.tensors[am.tensor].dtype || !tile_dtype_supported(v.dtype))
-        return make_status(StatusCode::kInvalidPackage, "kernel ", k.name, ": map ", m, " tensor has dtype ",
-                           dtype_name(v.dtype));
-      if (!v.data && v.numel() > 0)
-        return make_status(StatusCode::kRuntime, "kernel ", k.name, ": tensor '", program.tensors[am.tensor].name,
-                           "' has no storage");
+      CUVIL_RETURN_IF_ERROR(check_map_tensor(program, k, m, v));
       std::vector<std::pair<int64_t, int64_t>> extents;
       for (size_t i = 0; i < k.domain.size(); ++i) extents.emplace_back(task.dims[i], run.values[am.strides[i]]);
       if (am.loop_stride != kNone) {
         if (task.loop_extent == 0) continue;
         extents.emplace_back(task.loop_extent, run.values[am.loop_stride]);
       }
-      int64_t lo = run.values[am.offset], hi = lo;
-      for (const auto& [extent, stride] : extents) {
-        auto span = checked_mul(extent - 1, stride);
-        if (!span) return make_status(StatusCode::kShape, "kernel ", k.name, ": access span overflows");
-        auto nl = checked_add(lo, std::min<int64_t>(0, *span));
-        auto nh = checked_add(hi, std::max<int64_t>(0, *span));
-        if (!nl || !nh) return make_status(StatusCode::kShape, "kernel ", k.name, ": access span overflows");
-        lo = *nl;
-        hi = *nh;
-      }
-      if (lo < 0 || hi >= v.numel())
-        return make_status(StatusCode::kRuntime, "kernel ", k.name, ": map ", m, " reaches elements [", lo, ", ",
-                           hi, "] of tensor '", program.tensors[am.tensor].name, "' which has ", v.numel());
+      CUVIL_RETURN_IF_ERROR(check_map_span(program, k, m, v, run.values[am.offset], extents));
     }
     bool has_mma = false, chunks = false;
     for_each_insn(k.body, [&](size_t pc, TileOpcode op, const uint32_t*) {
