@@ -74,10 +74,27 @@ std::string describe(const Driver& d, const char* call, CUresult r) {
   return std::string(call) + " failed: CUDA error " + std::to_string(r) + (text ? std::string(" (") + text + ")" : "");
 }
 
+static std::mutex& probe_mutex() {
+  static std::mutex mu;
+  return mu;
+}
+static bool g_probed = false;
+
 const DeviceInfo& probe() {
-  static std::once_flag once;
-  std::call_once(once, [] { open_driver(state()); });
+  std::lock_guard<std::mutex> lock(probe_mutex());
+  if (!g_probed) {
+    open_driver(state());
+    g_probed = true;
+  }
   return state().info;
+}
+
+void reset_probe_for_testing() {
+  std::lock_guard<std::mutex> lock(probe_mutex());
+  State& s = state();
+  if (s.handle) dlclose(s.handle);
+  s = State{};
+  g_probed = false;
 }
 
 const Driver* driver() { return probe().usable ? &state().fns : nullptr; }

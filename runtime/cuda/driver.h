@@ -37,6 +37,7 @@ using CUjit_option = int;
     CUresult(CUmodule*, const void*, unsigned, CUjit_option*, void**))                             \
   X(cuModuleUnload, "cuModuleUnload", CUresult(CUmodule))                                          \
   X(cuModuleGetFunction, "cuModuleGetFunction", CUresult(CUfunction*, CUmodule, const char*))      \
+  X(cuFuncSetAttribute, "cuFuncSetAttribute", CUresult(CUfunction, int, int))                         \
   X(cuMemAlloc, "cuMemAlloc_v2", CUresult(CUdeviceptr*, size_t))                                    \
   X(cuMemFree, "cuMemFree_v2", CUresult(CUdeviceptr))                                               \
   X(cuMemcpyHtoD, "cuMemcpyHtoD_v2", CUresult(CUdeviceptr, const void*, size_t))                    \
@@ -60,6 +61,11 @@ struct Driver {
 constexpr int kAttrMultiprocessorCount = 16;
 constexpr int kAttrComputeCapabilityMajor = 75;
 constexpr int kAttrComputeCapabilityMinor = 76;
+// CUfunction_attribute: dynamic shared memory a launch may ask for above the 48 KiB default.
+constexpr int kFuncAttrMaxDynamicSharedSizeBytes = 8;
+// CUjit_option: the JIT's error log.
+constexpr int kJitErrorLogBuffer = 5;
+constexpr int kJitErrorLogBufferSizeBytes = 6;
 
 // What the probe found. `usable` is false with `reason` one line saying why (no driver, a
 // missing entry point, cuInit failed, no device, a device older than sm_80).
@@ -79,6 +85,9 @@ struct DeviceInfo {
 const DeviceInfo& probe();
 // The resolved entry points; nullptr unless probe().usable.
 const Driver* driver();
+// Tests: forget the probe, so that the next probe() opens the driver again (after the test
+// changed CUVIL_CUDA_DRIVER). Not while another thread may use the driver.
+void reset_probe_for_testing();
 
 // "cuInit: CUDA_ERROR_NO_DEVICE (no CUDA-capable device is detected)" from a driver result.
 std::string describe(const Driver& d, const char* call, CUresult r);

@@ -68,13 +68,18 @@ void call_hook(void* arg, mk_u32 task, mk_i64 tile) { (*static_cast<HookArg*>(ar
 }  // namespace
 
 Status emulate_megakernel(const DeviceProgram& dp, DeviceRun& run, const EmulatorOptions& options) {
+  const MkParams params = run.params(dp);
+  CUVIL_RETURN_IF_ERROR(emulate_grid(params, options));
+  return status_from_device(dp, run);
+}
+
+Status emulate_grid(const MkParams& params, const EmulatorOptions& options) {
   if (options.blocks < 1 || options.threads_per_block < 1 || options.blocks > 1024 ||
       options.threads_per_block > 1024)
     return make_status(StatusCode::kInvalidArgument, "megakernel emulator: ", options.blocks, " blocks of ",
                        options.threads_per_block, " threads (each must be in [1, 1024])");
-  const MkParams params = run.params(dp);
   const int nb = options.blocks, nt = options.threads_per_block;
-  std::vector<std::vector<float>> smem(static_cast<size_t>(nb), std::vector<float>(run.smem_floats));
+  std::vector<std::vector<float>> smem(static_cast<size_t>(nb), std::vector<float>(params.smem_floats));
   std::vector<std::unique_ptr<BlockBarrier>> barriers;
   for (int b = 0; b < nb; ++b) barriers.push_back(std::make_unique<BlockBarrier>(nt));
   HookArg hook{&options.tile_hook};
@@ -106,11 +111,24 @@ Status emulate_megakernel(const DeviceProgram& dp, DeviceRun& run, const Emulato
   if (refused)
     return make_status(StatusCode::kOutOfMemory, "megakernel emulator: the system refused a thread (",
                        nb, " blocks of ", nt, " threads)");
-  return status_from_device(dp, run);
+  return Status::ok();
 }
 
 Status run_package_emulated(const LoadedPackage& package, const std::vector<HostTensor>& inputs,
                             const EmulatedRunOptions& options, std::vector<HostTensor>* outputs) {
+  return run_package_on(
+      package, inputs, options.form,
+      [&](const DeviceProgram& dp, DeviceRun& run, const std::vector<HostRegion>&) {
+        run.fail_task = options.fail_task;
+        run.stop = options.stop ? 1 : 0;
+        return emulate_megakernel(dp, run, options.emulator);
+      },
+      outputs);
+}
+
+Status run_package_on(const LoadedPackage& package, const std::vector<HostTensor>& inputs,
+                      const DeviceFormOptions& form, const DeviceExecutor& execute,
+                      std::vector<HostTensor>* outputs) {
   // Bind symbols from the inputs' dims (as Session::bind_inputs), then pick the bucket.
   const Program& first = package.program();
   if (inputs.size() != first.inputs.size())
@@ -158,7 +176,7 @@ Status run_package_emulated(const LoadedPackage& package, const std::vector<Host
   ExprEvaluator eval(p);
   CUVIL_RETURN_IF_ERROR(bind(p, eval));
   DeviceProgram dp;
-  CUVIL_RETURN_IF_ERROR(build_device_program(p, options.form, &dp));
+  CUVIL_RETURN_IF_ERROR(build_device_program(p, form, &dp));
 
   // Storage: inputs borrowed, weights in place, outputs and heap tensors owned, one arena.
   std::vector<TensorView> views(p.tensors.size());
@@ -171,6 +189,11 @@ Status run_package_emulated(const LoadedPackage& package, const std::vector<Host
   if (p.arena_size != kNone) CUVIL_RETURN_IF_ERROR(eval.eval(p.arena_size, &arena_size));
   std::vector<uint64_t> arena(static_cast<size_t>(arena_size + 7) / 8 + 8, 0);
   char* arena_base = reinterpret_cast<char*>(arena.data());
+  // Every host storage region a tensor may lie in, for an executor with memories of its own.
+  std::vector<HostRegion> regions;
+  regions.push_back({arena_base, arena.size() * 8, true});
+  regions.push_back({const_cast<uint8_t*>(package.weights()), static_cast<size_t>(package.weights_size()), false});
+  for (const HostTensor& in : inputs) regions.push_back({const_cast<uint8_t*>(in.bytes.data()), in.bytes.size(), false});
   for (size_t t = 0; t < p.tensors.size(); ++t) {
     const TensorDesc& d = p.tensors[t];
     TensorView& v = views[t];
@@ -199,11 +222,10 @@ Status run_package_emulated(const LoadedPackage& package, const std::vector<Host
         break;
     }
   }
+  for (const std::vector<uint64_t>& o : owned) regions.push_back({const_cast<uint64_t*>(o.data()), o.size() * 8, true});
   DeviceRun run;
   CUVIL_RETURN_IF_ERROR(bind_device_run(p, dp, eval, views, &run));
-  run.fail_task = options.fail_task;
-  run.stop = options.stop ? 1 : 0;
-  CUVIL_RETURN_IF_ERROR(emulate_megakernel(dp, run, options.emulator));
+  CUVIL_RETURN_IF_ERROR(execute(dp, run, regions));
   outputs->clear();
   for (uint32_t t : p.outputs) {
     const TensorView& v = views[t];

@@ -27,6 +27,10 @@ struct EmulatorOptions {
 
 // Runs the megakernel on `run` (made by bind_device_run); the status word as a Status.
 Status emulate_megakernel(const DeviceProgram& dp, DeviceRun& run, const EmulatorOptions& options);
+// The grid alone: options.blocks blocks of options.threads_per_block threads run the megakernel
+// on `params` (a launch, as the stand-in CUDA driver of the tests makes it); an error only when
+// the grid cannot start. The status word is the caller's to read.
+Status emulate_grid(const MkParams& params, const EmulatorOptions& options);
 
 struct HostTensor {
   DType dtype = DType::Float;
@@ -45,5 +49,19 @@ struct EmulatedRunOptions {
 };
 Status run_package_emulated(const LoadedPackage& package, const std::vector<HostTensor>& inputs,
                             const EmulatedRunOptions& options, std::vector<HostTensor>* outputs);
+
+// The same run with another executor of the bound device form (the CUDA launcher,
+// runtime/gpu/cuda_launcher.h): `regions` lists every host buffer a tensor of the run lies in
+// (the arena, the weights, the inputs, the owned outputs and intermediates); those marked
+// `written` must hold the device's results when the executor returns.
+struct HostRegion {
+  void* data;
+  size_t bytes;
+  bool written;
+};
+using DeviceExecutor = std::function<Status(const DeviceProgram&, DeviceRun&, const std::vector<HostRegion>&)>;
+Status run_package_on(const LoadedPackage& package, const std::vector<HostTensor>& inputs,
+                      const DeviceFormOptions& form, const DeviceExecutor& execute,
+                      std::vector<HostTensor>* outputs);
 
 }  // namespace cuvil::rt::gpu
