@@ -9,7 +9,7 @@
 #                     ONNX 1.12 cases and the current wheel's
 #   python            scripts/test_python.sh: fresh venv, pip install . (needs   30 min
 #                     PyPI), pytest python/tests
-#   sanitizer build   the same tree with ASan + UBSan                           25 min
+#   sanitizer build   the same tree with ASan + UBSan (cold: about 20 min idle)  40 min
 #   sanitizer         bad-input, runtime, config, pass and fuzz-replay suites   15 min
 #                     under AddressSanitizer + UndefinedBehaviorSanitizer
 #   fuzz smoke        every libFuzzer target for 30 s (scripts/fuzz.sh)        20 min
@@ -54,7 +54,7 @@ if [ "$python" -eq 1 ]; then
 fi
 
 if [ "$sanitizers" -eq 1 ]; then
-  stage "sanitizer build" 1500 bash "$here/scripts/setup.sh" --build-dir "$here/build-asan" --sanitize address
+  stage "sanitizer build" 2400 bash "$here/scripts/setup.sh" --build-dir "$here/build-asan" --sanitize address
   # Bad-input tests (ONNX files incl. the cuvilc CLI cases, malformed control flow and the
   # resource caps (BadInputControlFlow, BadInputResourceLimits), packages, run-time inputs, .npy
   # files, kernel inputs, the attention kernels), cuvil-run (with its traces and reports), concurrent runs, thread-start failure, the worker pool and run statistics, deadlines and
