@@ -8,6 +8,7 @@
 // `--skip-pass qdq-to-int8` (the float QDQ graph), whose disassembly has no int8 products.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <string>
@@ -138,6 +139,74 @@ TEST(QdqImport, GemmWithBiasBecomesMatMulInteger) {
   ASSERT_EQ(d.exit_code, 0) << d.err;
   EXPECT_GE(count_of(d.out, "MatMulInteger"), 1u) << d.out;
   EXPECT_EQ(count_of(d.out, "Gemm"), 0u) << d.out;
+}
+
+// cuvil's own QDQ form (`compile --quantize w8a8`) of Conv(+ bias shared through an Identity,
+// as PyTorch's ResNet exports have it) -> Relu -> Conv: the quantizer puts the Relu's output,
+// range from 0, behind a QuantizeLinear with zero point 0, which qdq-to-int8 absorbs into a
+// QLinearConv; the second Conv (float output) becomes ConvInteger with its bias. Both must
+// run on int8 kernels (before the Identity fix neither did) and agree with the float QDQ graph
+// (--skip-pass qdq-to-int8).
+TEST(QdqImport, CuvilQdqConvReluConvRunsOnInt8Kernels) {
+  onnx::ModelProto m = test::make_model(13);
+  onnx::GraphProto* g = m.mutable_graph();
+  test::add_input(g, "image", onnx::TensorProto::FLOAT, {"batch", 1, 8, 8});
+  test::add_output(g, "out", onnx::TensorProto::FLOAT, {"batch", 3, 3, 3});
+  std::vector<float> w1(4 * 1 * 3 * 3), b1(4), w2(3 * 4 * 3 * 3), b2(3);
+  for (size_t i = 0; i < w1.size(); ++i) w1[i] = 0.3f * std::sin(1.7f * static_cast<float>(i) + 0.4f);
+  for (size_t i = 0; i < w2.size(); ++i) w2[i] = 0.2f * std::cos(0.9f * static_cast<float>(i) + 0.1f);
+  for (size_t i = 0; i < b1.size(); ++i) b1[i] = 0.1f * static_cast<float>(i) - 0.15f;
+  for (size_t i = 0; i < b2.size(); ++i) b2[i] = 0.05f * static_cast<float>(i);
+  *g->add_initializer() = test::make_float_tensor("w1", {4, 1, 3, 3}, w1);
+  *g->add_initializer() = test::make_float_tensor("b1", {4}, b1);
+  *g->add_initializer() = test::make_float_tensor("w2", {3, 4, 3, 3}, w2);
+  *g->add_initializer() = test::make_float_tensor("b2", {3}, b2);
+  test::add_node(g, "Identity", {"b1"}, {"b1_shared"}, "shared_bias");
+  test::set_attr_ints(test::add_node(g, "Conv", {"image", "w1", "b1_shared"}, {"c1"}, "conv1"), "pads", {1, 1, 1, 1});
+  test::add_node(g, "Relu", {"c1"}, {"r1"}, "relu1");
+  test::set_attr_ints(test::add_node(g, "Conv", {"r1", "w2", "b2"}, {"out"}, "conv2"), "strides", {2, 2});
+  TempDir tmp;
+  const std::string model = test::write_model(tmp.path(), m);
+  const std::string calib = std::string(CUVIL_SOURCE_DIR) + "/testdata/quant/digits/calib";
+  const std::string pkg = tmp.file("int8.cuvir"), float_pkg = tmp.file("float.cuvir");
+  RunResult c = run_tool(tmp.path(), CUVIL_CUVILC, {"compile", model, "--quantize", "w8a8", "--calib", calib, "-o", pkg});
+  ASSERT_EQ(c.exit_code, 0) << c.err;
+  RunResult cf = run_tool(tmp.path(), CUVIL_CUVILC, {"compile", model, "--quantize", "w8a8", "--calib", calib, "-o",
+                                                      float_pkg, "--skip-pass", "qdq-to-int8"});
+  ASSERT_EQ(cf.exit_code, 0) << cf.err;
+  RunResult d = run_tool(tmp.path(), CUVIL_CUVILC, {"inspect", pkg, "--disasm"});
+  ASSERT_EQ(d.exit_code, 0) << d.err;
+  EXPECT_NE(d.out.find("1 QLinearMatMul/QLinearConv, 1 MatMulInteger/ConvInteger"), std::string::npos) << d.out;
+  EXPECT_GE(count_of(d.out, "QLinearConv"), 1u) << d.out;
+  EXPECT_GE(count_of(d.out, "ConvInteger"), 1u) << d.out;
+  EXPECT_EQ(count_of(d.out, "Relu"), 0u) << d.out;
+  for (const char* path : {"portable", "avx2", "avx512"}) {
+    SCOPED_TRACE(path);
+    const std::string env = std::string("env CUVIL_CPU_PATH=") + path + " ";
+    const std::string out = tmp.file(std::string("out_") + path), fout = tmp.file(std::string("fout_") + path);
+    RunResult r = run_tool(tmp.path(), CUVIL_RUN, {pkg, "--input", "image=" + calib + "/image.npy", "--output-dir", out}, env);
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    RunResult rf = run_tool(tmp.path(), CUVIL_RUN,
+                            {float_pkg, "--input", "image=" + calib + "/image.npy", "--output-dir", fout}, env);
+    ASSERT_EQ(rf.exit_code, 0) << rf.err;
+    const std::vector<float> got = npy_floats(out + "/out.npy"), want = npy_floats(fout + "/out.npy");
+    ASSERT_EQ(got.size(), want.size());
+    ASSERT_EQ(got.size(), 128u * 3 * 3 * 3);
+    // The two differ only where one multiply's float rounding moves conv1's uint8 output by a
+    // step: then conv2's output moves by at most step * sum|w2| over one output's window.
+    double peak = 0, dot = 0, gg = 0, ww = 0;
+    size_t close = 0;
+    for (float w : want) peak = std::max(peak, std::fabs(static_cast<double>(w)));
+    for (size_t i = 0; i < got.size(); ++i) {
+      close += std::fabs(static_cast<double>(got[i]) - want[i]) <= 0.01 * peak;
+      dot += static_cast<double>(got[i]) * want[i];
+      gg += static_cast<double>(got[i]) * got[i];
+      ww += static_cast<double>(want[i]) * want[i];
+    }
+    EXPECT_GT(peak, 0.1);
+    EXPECT_GE(close * 100, got.size() * 99) << close << " of " << got.size();
+    EXPECT_GT(dot / std::sqrt(gg * ww), 0.9999);
+  }
 }
 
 }  // namespace
