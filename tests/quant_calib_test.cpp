@@ -31,7 +31,7 @@ tools::HostTensor f32(std::vector<int64_t> dims, float fill = 0.5f) {
   std::vector<float> v(static_cast<size_t>(n), fill);
   for (size_t i = 0; i < v.size(); ++i) v[i] = fill + static_cast<float>(i);
   t.bytes.resize(v.size() * 4);
-  std::memcpy(t.bytes.data(), v.data(), t.bytes.size());
+  if (!v.empty()) std::memcpy(t.bytes.data(), v.data(), t.bytes.size());
   return t;
 }
 
