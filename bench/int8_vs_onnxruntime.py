@@ -48,6 +48,9 @@ import onnxruntime as ort
 from onnxruntime.quantization import (CalibrationDataReader, CalibrationMethod, QuantFormat, QuantType,
                                       quantize_static)
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from vs_onnxruntime import inputs_for_model  # noqa: E402  (the same inputs as the fp32 comparison)
+
 ROOT = os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 CUVILC = os.path.join(ROOT, "build", "cuvilc")
 CUVIL_RUN = os.path.join(ROOT, "build", "cuvil-run")
@@ -63,42 +66,10 @@ CASES = {
 }
 DEFAULT_CASES = ["resnet18-b1", "bert-base-s128"]
 
-NP_TYPES = {1: np.float32, 6: np.int32, 7: np.int64, 9: np.bool_, 10: np.float16, 11: np.float64}
-
 
 def make_inputs(model, symbols, vocab, seed):
-    """One batch-1 input per model input, as bench/vs_onnxruntime.py makes them (float: standard
-    normal; *mask*: ones; *type*: zeros; *position*: 0..seq-1; other integers: ids below vocab)."""
-    init = {i.name for i in model.graph.initializer}
-    rng = np.random.RandomState(seed)
-    out = {}
-    for inp in model.graph.input:
-        if inp.name in init:
-            continue
-        t = inp.type.tensor_type
-        shape = []
-        for d in t.shape.dim:
-            if d.dim_param:
-                if d.dim_param not in symbols:
-                    sys.exit(f"input '{inp.name}' has dim '{d.dim_param}'; give it in CASES")
-                shape.append(symbols[d.dim_param])
-            else:
-                shape.append(d.dim_value)
-        dtype = NP_TYPES.get(t.elem_type)
-        if dtype is None:
-            sys.exit(f"input '{inp.name}' has element type {t.elem_type}, not handled here")
-        name = inp.name.lower()
-        if dtype in (np.float32, np.float16, np.float64):
-            out[inp.name] = rng.standard_normal(shape).astype(dtype)
-        elif "mask" in name:
-            out[inp.name] = np.ones(shape, dtype)
-        elif "type" in name:
-            out[inp.name] = np.zeros(shape, dtype)
-        elif "position" in name:
-            out[inp.name] = np.broadcast_to(np.arange(shape[-1]), shape).astype(dtype)
-        else:
-            out[inp.name] = rng.randint(0, max(vocab, 2), shape).astype(dtype)
-    return out
+    """One batch-1 input per model input, as bench/vs_onnxruntime.py makes them."""
+    return inputs_for_model(model, symbols, vocab, seed)
 
 
 class SampleReader(CalibrationDataReader):

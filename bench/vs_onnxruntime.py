@@ -57,7 +57,12 @@ NP_TYPES = {1: np.float32, 6: np.int32, 7: np.int64, 9: np.bool_, 10: np.float16
 def make_inputs(path, symbols, vocab, seed=0):
     import onnx
 
-    model = onnx.load(path, load_external_data=False)
+    return inputs_for_model(onnx.load(path, load_external_data=False), symbols, vocab, seed, where=f"{path}: ")
+
+
+def inputs_for_model(model, symbols, vocab, seed, where=""):
+    """One input per model input (bench/int8_vs_onnxruntime.py uses it too): float: standard
+    normal; *mask*: ones; *type*: zeros; *position*: 0..seq-1; other integers: ids below vocab."""
     init = {i.name for i in model.graph.initializer}
     rng = np.random.RandomState(seed)
     out = {}
@@ -69,13 +74,13 @@ def make_inputs(path, symbols, vocab, seed=0):
         for d in t.shape.dim:
             if d.dim_param:
                 if d.dim_param not in symbols:
-                    sys.exit(f"{path}: input '{inp.name}' has dim '{d.dim_param}'; give it in CASES")
+                    sys.exit(f"{where}input '{inp.name}' has dim '{d.dim_param}'; give it in CASES")
                 shape.append(symbols[d.dim_param])
             else:
                 shape.append(d.dim_value)
         dtype = NP_TYPES.get(t.elem_type)
         if dtype is None:
-            sys.exit(f"{path}: input '{inp.name}' has element type {t.elem_type}, not handled here")
+            sys.exit(f"{where}input '{inp.name}' has element type {t.elem_type}, not handled here")
         name = inp.name.lower()
         if dtype in (np.float32, np.float16, np.float64):
             out[inp.name] = rng.standard_normal(shape).astype(dtype)
