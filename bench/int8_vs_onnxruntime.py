@@ -49,7 +49,8 @@ from onnxruntime.quantization import (CalibrationDataReader, CalibrationMethod, 
                                       quantize_static)
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from vs_onnxruntime import inputs_for_model  # noqa: E402  (the same inputs as the fp32 comparison)
+# The fp32 comparison's inputs, sessions, cuvil-run timing and machine line, shared.
+from vs_onnxruntime import cpu_model, cuvil_bench, inputs_for_model, ort_session  # noqa: E402
 
 ROOT = os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 CUVILC = os.path.join(ROOT, "build", "cuvilc")
@@ -89,15 +90,6 @@ def write_calib(samples, calib_dir):
         np.save(os.path.join(calib_dir, name + ".npy"), np.stack([s[name] for s in samples]))
 
 
-def ort_session(path, threads):
-    so = ort.SessionOptions()
-    so.intra_op_num_threads = threads
-    so.inter_op_num_threads = 1
-    so.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
-    so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
-    return ort.InferenceSession(path, so, providers=["CPUExecutionProvider"])
-
-
 def ort_quantize(model_path, out_path, samples, preprocess, log):
     source = model_path
     if preprocess:
@@ -135,15 +127,6 @@ def run_logged(cmd, log):
 def cuvil_outputs(package, input_args, outdir, names):
     subprocess.run([CUVIL_RUN, package, *input_args, "--output-dir", outdir], check=True, capture_output=True)
     return [np.load(os.path.join(outdir, n + ".npy")) for n in names]
-
-
-def cuvil_bench(package, input_args, threads, runs):
-    out = subprocess.run([CUVIL_RUN, package, *input_args, "--threads", str(threads), "--bench", str(runs),
-                          "--warmup", "2"], capture_output=True, text=True, check=True)
-    for line in out.stdout.splitlines() + out.stderr.splitlines():
-        if line.startswith("bench:"):
-            return float(line.split("p50 ")[1].split(" ms")[0])
-    raise RuntimeError("cuvil-run printed no bench line:\n" + out.stdout + out.stderr)
 
 
 def time_python(fn, runs):
@@ -303,17 +286,6 @@ def main():
           f"{a.samples} samples, seeds 1000..{1000 + a.samples - 1}, MinMax for both).")
     print(f"machine: {cpu_model()}; load average at start {load:.2f}; onnxruntime {ort.__version__}; "
           f"work dir {work}")
-
-
-def cpu_model():
-    try:
-        with open("/proc/cpuinfo") as f:
-            for line in f:
-                if line.startswith("model name"):
-                    return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return "unknown CPU"
 
 
 if __name__ == "__main__":

@@ -224,8 +224,9 @@ int run_main(int argc, char** argv) {
       ->check(CLI::NonNegativeNumber);
   app.add_option("--device", device,
                  "cpu, cuda or auto (default): cuda needs the NVIDIA driver, a device of sm_80 or newer and a "
-                 "package with PTX, and exits 4 with the reason when one is missing; auto runs on the CPU then. "
-                 "This version runs every package on the CPU (GPU execution is not implemented yet).")
+                 "package with PTX, and exits 4 with the reason when CUDA cannot be used; auto runs on the CPU then. "
+                 "Sessions run every package on the CPU in this version; the megakernel reaches a GPU only "
+                 "through scripts/gpu_check.sh (docs/ptx.md).")
       ->check(CLI::IsMember({"cpu", "cuda", "auto"}));
   app.add_option("--bench", bench, "Time N runs; print p50/p90/p99 latency and runs per second, then the per-run overhead (set inputs, bind shapes, dispatch) of N more runs")->check(CLI::NonNegativeNumber);
   app.add_option("--generate", generate,

@@ -481,8 +481,8 @@ int run_compile(const std::string& path, std::string emit, std::string output, c
   report.not_fused = lowered.not_fused;
   progress.clear();
   if (emit == "ptx") {
-    // The megakernel PTX the package's PTX section holds (the whole megakernel: per-package
-    // specialisation is not implemented yet, docs/ptx.md).
+    // The megakernel PTX the package's PTX section holds: the whole megakernel, the same for
+    // every package (docs/ptx.md says what per-package specialisation would remove).
     if (codegen::megakernel_ptx().empty())
       fail(ExitCode::kUnsupported, "--emit ptx: this cuvilc was built without the megakernel PTX (clang-19 was not "
                                    "found when it was built)");
