@@ -31,6 +31,9 @@ packages=(
   libprotobuf-dev protobuf-compiler
   libyaml-cpp-dev libcli11-dev libgtest-dev
   libzstd-dev
+  # Rebuilds of unchanged files come from the cache, also in a fresh clone or worktree of the
+  # repository elsewhere on the machine (CCACHE_BASEDIR below).
+  ccache
   # libFuzzer targets (scripts/fuzz.sh): clang, its sanitizer and fuzzer runtimes, and
   # llvm-symbolizer for readable sanitizer stacks.
   clang-19 libclang-rt-19-dev llvm-19
@@ -61,7 +64,13 @@ if [ "$do_build" -eq 1 ]; then
   if [ "$fuzz" -eq 1 ]; then cmake_args+=(-DCUVIL_FUZZ=ON -DCMAKE_CXX_COMPILER=clang++-19); fi
   # ccache, where the machine has it, makes rebuilds of unchanged files free (it never changes
   # what is built).
-  if command -v ccache >/dev/null; then cmake_args+=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache); fi
+  if command -v ccache >/dev/null; then
+    cmake_args+=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache)
+    # Paths under the checkout are hashed relative to it and the working directory is left out
+    # of the hash, so a clean clone at another path hits the cache of an earlier build (the
+    # debug info's compilation directory may then name the earlier checkout; code is the same).
+    export CCACHE_BASEDIR="$here" CCACHE_NOHASHDIR=1
+  fi
   cmake "${cmake_args[@]}"
   cmake --build "$build_dir" -j2
 fi
