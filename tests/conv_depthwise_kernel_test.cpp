@@ -5,7 +5,8 @@
 // vectors, every epilogue form (bias or none, a residual of the output's shape or a
 // broadcasting one, each activation); on every CPU path this machine runs, with the work split
 // into several chunks (bitwise equal to one chunk); and fused == unfused bitwise (suite
-// ConvDepthwiseKernel).
+// ConvDepthwiseKernel); and the same checks for the one-group channels-last convolutions of the
+// indirect-GEMM kernel (suite ConvIgemmKernel).
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -307,6 +308,66 @@ TEST(ConvDepthwiseKernel, GroupsMultipliersAndBroadcastResidual) {
   nobias.bias = false;
   nobias.act = "gelu";
   check(nobias);
+}
+
+// One group, channels-last: the indirect-GEMM kernel (runtime/cpu/ops/conv_igemm.h) takes
+// every NHWC case below (the NCHW ones run the im2col GEMM): ResNet's shapes at small sizes,
+// output positions and channels that leave partial row groups and partial panels (more than
+// one panel on every path), taps in the padding, strides, dilations, 1-D, a batch, no bias,
+// each activation and a broadcasting residual (applied after the kernel).
+TEST(ConvIgemmKernel, ResNetShapesEveryActivation) {
+  const std::vector<std::pair<std::string, std::pair<float, float>>> acts = {
+      {"", {0, 0}}, {"relu", {0, 0}}, {"clip", {0.f, 1.5f}}, {"leaky_relu", {0.1f, 0}}, {"sigmoid", {0, 0}}};
+  for (const auto& [act, ab] : acts) {
+    Case s1("3x3 stride 1 pad 1, 64 -> 70 channels, 9x7 positions", {1, 64, 9, 7}, {70, 64, 3, 3}, 1);
+    s1.pads = {1, 1, 1, 1};
+    s1.act = act;
+    s1.alpha = ab.first;
+    s1.beta = ab.second;
+    check(s1);
+    Case s2("3x3 stride 2, 20 -> 37 channels, batch 2, no residual", {2, 20, 11, 10}, {37, 20, 3, 3}, 1);
+    s2.strides = {2, 2};
+    s2.pads = {1, 1, 1, 1};
+    s2.act = act;
+    s2.alpha = ab.first;
+    s2.beta = ab.second;
+    s2.residual = 0;
+    check(s2);
+  }
+}
+
+TEST(ConvIgemmKernel, StemDownsampleDilationsAndOneDim) {
+  Case stem("7x7 stride 2 pad 3, 3 -> 16 channels (the stem)", {1, 3, 23, 21}, {16, 3, 7, 7}, 1);
+  stem.strides = {2, 2};
+  stem.pads = {3, 3, 3, 3};
+  stem.act = "relu";
+  stem.residual = 0;
+  check(stem);
+  Case down("1x1 stride 2 (downsample), 24 -> 48", {2, 24, 9, 9}, {48, 24, 1, 1}, 1);
+  down.strides = {2, 2};
+  down.bias = false;
+  check(down);
+  Case dil("3x2 kernel, dilations 2x3, asymmetric pads, one output channel", {1, 5, 12, 13}, {1, 5, 3, 2}, 1);
+  dil.dilations = {2, 3};
+  dil.pads = {2, 0, 1, 3};
+  dil.act = "leaky_relu";
+  dil.alpha = 0.2f;
+  check(dil);
+  Case oned("1-D, kernel 5, stride 3, pads 2,1", {2, 9, 40}, {33, 9, 5}, 1);
+  oned.strides = {3};
+  oned.pads = {2, 1};
+  oned.act = "clip";
+  oned.alpha = -0.5f;
+  oned.beta = 0.5f;
+  check(oned);
+  Case bcast("residual [M, 1, 1] broadcast, gelu", {1, 8, 6, 5}, {40, 8, 3, 3}, 1);
+  bcast.pads = {1, 1, 1, 1};
+  bcast.residual = 2;
+  bcast.act = "gelu";
+  check(bcast);
+  Case pad_only("every tap of some positions in the padding (pads 4, kernel 3)", {1, 4, 2, 2}, {9, 4, 3, 3}, 1);
+  pad_only.pads = {4, 4, 4, 4};
+  check(pad_only);
 }
 
 // NaN in the input stays NaN through the in-register activations (relu and clip would turn

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "runtime/cpu/cpu_features.h"
+#include "runtime/cpu/ops/conv_igemm_args.h"
 #include "runtime/cpu/ops/kernel_util.h"
 #include "support/checked.h"
 
@@ -44,10 +45,12 @@ struct Portable {
 };
 
 #include "runtime/cpu/ops/conv_depthwise_impl.h"
+#include "runtime/cpu/ops/conv_igemm_impl.h"
 
 }  // namespace
 
 CUVIL_DW_DEFINE_ENTRY_POINTS(Portable)
+CUVIL_IGEMM_DEFINE_ENTRY_POINTS(Portable)
 
 }  // namespace dw_portable
 

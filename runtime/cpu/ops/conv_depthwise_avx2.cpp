@@ -6,6 +6,7 @@
 #include <immintrin.h>
 
 #include "runtime/cpu/ops/conv_depthwise_args.h"
+#include "runtime/cpu/ops/conv_igemm_args.h"
 
 namespace cuvil::rt::ops::dw_avx2 {
 namespace {
@@ -33,10 +34,12 @@ struct Avx2 {
 };
 
 #include "runtime/cpu/ops/conv_depthwise_impl.h"
+#include "runtime/cpu/ops/conv_igemm_impl.h"
 
 }  // namespace
 
 CUVIL_DW_DEFINE_ENTRY_POINTS(Avx2)
+CUVIL_IGEMM_DEFINE_ENTRY_POINTS(Avx2)
 
 }  // namespace cuvil::rt::ops::dw_avx2
 #endif

@@ -6,6 +6,7 @@
 #include <immintrin.h>
 
 #include "runtime/cpu/ops/conv_depthwise_args.h"
+#include "runtime/cpu/ops/conv_igemm_args.h"
 
 namespace cuvil::rt::ops::dw_avx512 {
 namespace {
@@ -31,10 +32,12 @@ struct Avx512 {
 };
 
 #include "runtime/cpu/ops/conv_depthwise_impl.h"
+#include "runtime/cpu/ops/conv_igemm_impl.h"
 
 }  // namespace
 
 CUVIL_DW_DEFINE_ENTRY_POINTS(Avx512)
+CUVIL_IGEMM_DEFINE_ENTRY_POINTS(Avx512)
 
 }  // namespace cuvil::rt::ops::dw_avx512
 #endif

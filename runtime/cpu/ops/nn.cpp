@@ -15,6 +15,7 @@
 
 #include "runtime/cpu/ops/conv.h"
 #include "runtime/cpu/ops/conv_depthwise.h"
+#include "runtime/cpu/ops/conv_igemm.h"
 #include "runtime/cpu/ops/gemm_int8.h"
 #include "runtime/cpu/ops/kernel_util.h"
 #include "runtime/cpu/ops/quant_params.h"
@@ -570,8 +571,9 @@ Status conv_forward(OpContext& ctx, const ConvEpilogue* epilogue, bool channels_
     const C* bp = b ? compute_data<C>(*b, &bb) : nullptr;
     ComputeOutput<C> out(y);
     if constexpr (std::is_same_v<C, float>) {
-      // Depthwise and small-group convolutions over 1 or 2 spatial dims: the direct kernels,
-      // with the epilogue in registers when it has that form.
+      // Depthwise and small-group convolutions over 1 or 2 spatial dims (conv_depthwise.h) and
+      // channels-last ones of one group (conv_igemm.h): the direct kernels, with the epilogue
+      // in registers when it has that form.
       const size_t r = s.w.rank();
       DwShape d;
       if (r <= 2) {
@@ -592,11 +594,13 @@ Status conv_forward(OpContext& ctx, const ConvEpilogue* epilogue, bool channels_
         d.d_w = s.w.dilations[r - 1];
         d.p_w = s.w.pad_begin[r - 1];
       }
-      if (r <= 2 && conv_depthwise_applies(d, channels_last)) {
+      const bool depthwise = r <= 2 && conv_depthwise_applies(d, channels_last);
+      if (depthwise || (r <= 2 && conv_igemm_applies(d, channels_last))) {
         DwEpilogue e;
         const bool in_registers = epilogue && epilogue->register_form(s.out_dims, &e);
         if (!in_registers) e = DwEpilogue{};
-        conv_depthwise_float(ctx, d, xp, wp, bp, e, channels_last, out.data());
+        if (depthwise) conv_depthwise_float(ctx, d, xp, wp, bp, e, channels_last, out.data());
+        else conv_igemm_float(ctx, d, xp, wp, bp, e, out.data());
         if (epilogue && !in_registers) st = epilogue->apply(out.data(), s.out_dims, nullptr, channels_last);
         out.finish();
         return;

@@ -1,0 +1,157 @@
+// conv_igemm.h: the driver (weight panels, task split, indirection buffers) and the dispatch to
+// the per-path tile kernels (conv_igemm_impl.h, instantiated in the conv_depthwise*.cpp files
+// with their vector traits).
+#include "runtime/cpu/ops/conv_igemm.h"
+
+#include <algorithm>
+#include <memory>
+#include <vector>
+
+#include "runtime/cpu/cpu_features.h"
+#include "runtime/cpu/ops/conv_igemm_args.h"
+#include "runtime/cpu/ops/kernel_util.h"
+#include "runtime/cpu/ops/packed_weights.h"
+
+namespace cuvil::rt::ops {
+namespace dw_portable {
+CUVIL_IGEMM_PATH_ENTRY_POINTS
+}
+#if defined(__x86_64__)
+namespace dw_avx2 {
+CUVIL_IGEMM_PATH_ENTRY_POINTS
+}
+namespace dw_avx512 {
+CUVIL_IGEMM_PATH_ENTRY_POINTS
+}
+#endif
+
+namespace {
+
+struct IgemmPath {
+  int64_t mr, nr;
+  void (*tiles)(const IgemmArgs&);
+};
+
+IgemmPath igemm_path() {
+  switch (active_cpu_path()) {
+#if defined(__x86_64__)
+    case CpuPath::Avx512: return {igemm_rows(16), 32, dw_avx512::igemm_tiles};
+    case CpuPath::Avx2: return {igemm_rows(8), 16, dw_avx2::igemm_tiles};
+#endif
+    default: return {igemm_rows(4), 8, dw_portable::igemm_tiles};
+  }
+}
+
+// Output positions per task block: the block's input rows and indirection stay in L2 while
+// every weight panel of the task passes over them.
+constexpr int64_t kBlockRows = 96;
+// packed_weight_form's form id of these panels (its other users: the int8 GEMM, 1 .. 8).
+constexpr int64_t kIgemmWeightForm = 64;
+
+struct WeightPackArgs {
+  const float* w;
+  int64_t m, c, taps, nr;
+};
+
+// w [m][c][taps] as panels [ceil(m / nr)][taps * c][nr], zero past channel m.
+void pack_igemm_weights(void* out, void* arg) {
+  const WeightPackArgs& a = *static_cast<const WeightPackArgs*>(arg);
+  float* dst = static_cast<float*>(out);
+  const int64_t panels = (a.m + a.nr - 1) / a.nr;
+  for (int64_t p = 0; p < panels; ++p)
+    for (int64_t t = 0; t < a.taps; ++t)
+      for (int64_t ch = 0; ch < a.c; ++ch, dst += a.nr)
+        for (int64_t j = 0; j < a.nr; ++j) {
+          const int64_t mm = p * a.nr + j;
+          dst[j] = mm < a.m ? a.w[(mm * a.c + ch) * a.taps + t] : 0.f;
+        }
+}
+
+}  // namespace
+
+bool conv_igemm_applies(const DwShape& s, bool channels_last) {
+  return channels_last && s.group == 1 && s.c > 0 && s.m > 0;
+}
+
+void conv_igemm_float(OpContext& ctx, const DwShape& s, const float* x, const float* w, const float* bias,
+                      const DwEpilogue& e, float* y) {
+  const IgemmPath path = igemm_path();
+  const int64_t mr = path.mr, nr = path.nr;
+  const int64_t taps = s.k_h * s.k_w, depth = taps * s.c;
+  const int64_t panels = (s.m + nr - 1) / nr, panel_stride = depth * nr;
+  const size_t pack_bytes = static_cast<size_t>(panels * panel_stride) * sizeof(float);
+  WeightPackArgs pack{w, s.m, s.c, taps, nr};
+  // A weight of a loaded package is packed once and shared; anything else per call.
+  std::shared_ptr<const std::vector<float>> cached =
+      packed_weight_form(w, static_cast<size_t>(s.m * depth) * sizeof(float), kIgemmWeightForm, false, depth, s.m,
+                         nr, pack_bytes, pack_igemm_weights, &pack);
+  std::vector<float> local;
+  if (!cached) {
+    local.resize(static_cast<size_t>(panels * panel_stride));
+    pack_igemm_weights(local.data(), &pack);
+  }
+  const float* bpack = cached ? cached->data() : local.data();
+
+  const int64_t pout = s.out_h * s.out_w, rows = s.n * pout;
+  const int64_t groups = (rows + mr - 1) / mr;
+  const int64_t block_groups = std::max<int64_t>(1, kBlockRows / mr);
+  const int64_t blocks = (groups + block_groups - 1) / block_groups;
+  // Enough tasks for balance on a loaded machine: with few row blocks the panels split too.
+  const int threads = ctx.threads();
+  int64_t chunks = 1;
+  if (threads > 1 && blocks < 4 * threads) chunks = std::min<int64_t>(panels, (4 * threads + blocks - 1) / blocks);
+  const int64_t panels_per_chunk = (panels + chunks - 1) / chunks;
+  const std::vector<float> zeros(static_cast<size_t>(s.c), 0.f);
+  const int64_t in_img = s.in_h * s.in_w * s.c;
+
+  parallel_range(ctx, blocks * chunks, 1, [&](int64_t begin, int64_t end) {
+    std::vector<const float*> ind(static_cast<size_t>(block_groups * taps * mr));
+    int64_t built = -1;  // the block whose pointers ind holds
+    for (int64_t task = begin; task < end; ++task) {
+      const int64_t block = task / chunks, chunk = task % chunks;
+      const int64_t g0 = block * block_groups, g1 = std::min(groups, g0 + block_groups);
+      if (built != block) {
+        for (int64_t g = g0; g < g1; ++g)
+          for (int64_t r = 0; r < mr; ++r) {
+            const int64_t row = g * mr + r;
+            const float** dst = ind.data() + (g - g0) * taps * mr + r;
+            if (row >= rows) {
+              for (int64_t t = 0; t < taps; ++t) dst[t * mr] = zeros.data();
+              continue;
+            }
+            const int64_t n = row / pout, oh = row % pout / s.out_w, ow = row % s.out_w;
+            const float* img = x + n * in_img;
+            for (int64_t kh = 0; kh < s.k_h; ++kh) {
+              const int64_t ih = oh * s.s_h - s.p_h + kh * s.d_h;
+              for (int64_t kw = 0; kw < s.k_w; ++kw) {
+                const int64_t iw = ow * s.s_w - s.p_w + kw * s.d_w;
+                const bool inside = ih >= 0 && ih < s.in_h && iw >= 0 && iw < s.in_w;
+                dst[(kh * s.k_w + kw) * mr] = inside ? img + (ih * s.in_w + iw) * s.c : zeros.data();
+              }
+            }
+          }
+        built = block;
+      }
+      IgemmArgs a;
+      a.ind = ind.data();
+      a.ntaps = taps;
+      a.kc = s.c;
+      a.b = bpack;
+      a.panel_stride = panel_stride;
+      a.g0 = g0;
+      a.g1 = g1;
+      a.p0 = chunk * panels_per_chunk;
+      a.p1 = std::min(panels, a.p0 + panels_per_chunk);
+      a.rows = rows;
+      a.n = s.m;
+      a.y = y;
+      a.ldy = s.m;
+      a.bias = bias;
+      a.residual = e.residual;
+      a.e = &e;
+      if (a.p0 < a.p1) path.tiles(a);
+    }
+  });
+}
+
+}  // namespace cuvil::rt::ops
