@@ -370,6 +370,21 @@ TEST(ConvIgemmKernel, StemDownsampleDilationsAndOneDim) {
   check(pad_only);
 }
 
+// Output maps of 1 to 90 positions: the kernel evens the row groups out (49 positions are 7
+// groups of 7 on AVX-512), so every rows-per-group count from 1 to the path's maximum runs;
+// 37 input channels of a 3x3 kernel are a depth of 333, whose depth blocks end inside a tap.
+TEST(ConvIgemmKernel, EveryRowsPerGroupAndDepthBlocksInsideATap) {
+  for (int64_t hw = 1; hw <= 9; ++hw) {
+    for (int64_t extra = 0; extra <= 1; ++extra) {
+      Case c("3x3 pad 1, " + std::to_string(hw) + "x" + std::to_string(hw + extra) + " map, 37 -> 21 channels",
+             {1, 37, hw, hw + extra}, {21, 37, 3, 3}, 1);
+      c.pads = {1, 1, 1, 1};
+      c.act = "relu";
+      check(c);
+    }
+  }
+}
+
 // NaN in the input stays NaN through the in-register activations (relu and clip would turn
 // it into 0 or a bound if they compared the wrong way round).
 TEST(ConvDepthwiseKernel, NaNPropagates) {

@@ -27,18 +27,19 @@ CUVIL_IGEMM_PATH_ENTRY_POINTS
 
 namespace {
 
+// kd: the depth block, so that a panel's kd x nr floats of weights take about 16 KiB of L1.
 struct IgemmPath {
-  int64_t mr, nr;
+  int64_t mr, nr, kd;
   void (*tiles)(const IgemmArgs&);
 };
 
 IgemmPath igemm_path() {
   switch (active_cpu_path()) {
 #if defined(__x86_64__)
-    case CpuPath::Avx512: return {igemm_rows(16), 32, dw_avx512::igemm_tiles};
-    case CpuPath::Avx2: return {igemm_rows(8), 16, dw_avx2::igemm_tiles};
+    case CpuPath::Avx512: return {igemm_rows(16), 32, 256, dw_avx512::igemm_tiles};
+    case CpuPath::Avx2: return {igemm_rows(8), 16, 256, dw_avx2::igemm_tiles};
 #endif
-    default: return {igemm_rows(4), 8, dw_portable::igemm_tiles};
+    default: return {igemm_rows(4), 8, 512, dw_portable::igemm_tiles};
   }
 }
 
@@ -76,7 +77,7 @@ bool conv_igemm_applies(const DwShape& s, bool channels_last) {
 void conv_igemm_float(OpContext& ctx, const DwShape& s, const float* x, const float* w, const float* bias,
                       const DwEpilogue& e, float* y) {
   const IgemmPath path = igemm_path();
-  const int64_t mr = path.mr, nr = path.nr;
+  const int64_t nr = path.nr;
   const int64_t taps = s.k_h * s.k_w, depth = taps * s.c;
   const int64_t panels = (s.m + nr - 1) / nr, panel_stride = depth * nr;
   const size_t pack_bytes = static_cast<size_t>(panels * panel_stride) * sizeof(float);
@@ -93,7 +94,9 @@ void conv_igemm_float(OpContext& ctx, const DwShape& s, const float* x, const fl
   const float* bpack = cached ? cached->data() : local.data();
 
   const int64_t pout = s.out_h * s.out_w, rows = s.n * pout;
-  const int64_t groups = (rows + mr - 1) / mr;
+  // Groups of at most the path's rows, evened out: 49 positions (a 7x7 map) are 7 groups of 7
+  // rather than 7 of 8 with 7 rows of padding.
+  const int64_t groups = (rows + path.mr - 1) / path.mr, mr = (rows + groups - 1) / groups;
   const int64_t block_groups = std::max<int64_t>(1, kBlockRows / mr);
   const int64_t blocks = (groups + block_groups - 1) / block_groups;
   // Enough tasks for balance on a loaded machine: with few row blocks the panels split too.
@@ -104,8 +107,10 @@ void conv_igemm_float(OpContext& ctx, const DwShape& s, const float* x, const fl
   const std::vector<float> zeros(static_cast<size_t>(s.c), 0.f);
   const int64_t in_img = s.in_h * s.in_w * s.c;
 
+  const int64_t kd = std::min(depth, path.kd);
   parallel_range(ctx, blocks * chunks, 1, [&](int64_t begin, int64_t end) {
     std::vector<const float*> ind(static_cast<size_t>(block_groups * taps * mr));
+    std::vector<float> partial(kd < depth ? static_cast<size_t>(panels_per_chunk * block_groups * mr * nr) : 0);
     int64_t built = -1;  // the block whose pointers ind holds
     for (int64_t task = begin; task < end; ++task) {
       const int64_t block = task / chunks, chunk = task % chunks;
@@ -149,6 +154,9 @@ void conv_igemm_float(OpContext& ctx, const DwShape& s, const float* x, const fl
       a.bias = bias;
       a.residual = e.residual;
       a.e = &e;
+      a.mr = mr;
+      a.kd = kd;
+      a.partial = partial.data();
       if (a.p0 < a.p1) path.tiles(a);
     }
   });

@@ -15,11 +15,12 @@ namespace cuvil::rt::ops {
 constexpr int64_t igemm_rows(int64_t lanes) { return lanes == 4 ? 4 : lanes == 8 ? 6 : 8; }
 constexpr int64_t kIgemmMaxRows = 8;
 
-// One task's tiles: row groups [g0, g1) (mr output positions each) by weight panels [p0, p1)
+// One task's tiles: row groups [g0, g1) (mr <= igemm_rows(lanes) output positions each) by weight panels [p0, p1)
 // (nr output channels each). For group g, tap t and row r, ind[((g - g0) * ntaps + t) * mr + r]
 // points at the kc input channels that output position g * mr + r reads under tap t (a zero
 // row in the padding and past the last position). The sum over (tap, channel) runs in
-// increasing order in registers; then y = act(sum + bias + residual), stored for the rows
+// increasing order, in registers within a depth block of kd and through `partial` between
+// blocks; then y = act(sum + bias + residual), stored for the rows
 // below `rows` and the channels below `n`.
 struct IgemmArgs {
   const float* const* ind;
@@ -33,6 +34,9 @@ struct IgemmArgs {
   const float* bias;       // [n], or null
   const float* residual;   // [rows][ldy] like y, or null
   const DwEpilogue* e;     // the activation (e->residual is not read: `residual` is)
+  int64_t mr;              // rows per group
+  int64_t kd;              // depth block: the depth is summed in blocks of kd, in order
+  float* partial;          // (p1 - p0) * (g1 - g0) * mr * nr floats: sums between depth blocks
 };
 
 #define CUVIL_IGEMM_PATH_ENTRY_POINTS void igemm_tiles(const IgemmArgs& a);
