@@ -106,6 +106,7 @@ ShapeInferenceStats infer_shapes(Model& model, const CompileLimits& limits) {
 }
 
 namespace {
+
 void cover(const Graph& g, ShapeCoverage& c, size_t max_listed) {
   for (const Value& v : g.values) {
     if (v.kind != ValueKind::Tensor) continue;
@@ -118,7 +119,7 @@ void cover(const Graph& g, ShapeCoverage& c, size_t max_listed) {
         const Node& n = g.nodes[static_cast<size_t>(v.producer)];
         where += " (" + n.op_type + " '" + n.name + "')";
       }
-      c.unknown.push_back(where);
+      c.unknown.push_back(where + ": " + what_is_unknown(v) + "; " + why_shape_unknown(g, v));
     }
   }
   for (const Node& n : g.nodes)
