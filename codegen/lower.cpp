@@ -11,6 +11,7 @@
 #include "codegen/memory_plan.h"
 #include "codegen/strided_loads.h"
 #include "codegen/tile_kernels.h"
+#include "ir/unknown_shape.h"
 #include "runtime/op_kernel.h"
 #include "support/error.h"
 

@@ -135,12 +135,4 @@ int64_t opset_of(const Model& m, const std::string& domain);
 // Nodes of `g` and of every subgraph it holds, recursively.
 int64_t count_nodes(const Graph& g);
 
-// For a value whose shape inference left without a full shape (after infer_shapes):
-// "rank unknown" or "dims 0, 2 unknown".
-std::string what_is_unknown(const Value& v);
-// Why: the cause at this value (an op without a shape rule, If branches of different ranks,
-// contents known only at run time) or the input it inherits the gap from. For `cuvilc
-// inspect` and code generation's "unknown rank" diagnostic.
-std::string why_shape_unknown(const Graph& g, const Value& v);
-
 }  // namespace cuvil

@@ -1,5 +1,6 @@
 #include "passes/infer_shapes.h"
 
+#include "ir/unknown_shape.h"
 #include "passes/shape/infer.h"
 #include "support/checked.h"
 
