@@ -195,6 +195,12 @@ TEST(Freeze, ValueThatDoesNotFitTheInputIsRefused) {
                   "freeze.sr: expected a number, true, false or a .npy file, got a list");
 }
 
+// A float32 value_info without a shape.
+void typed(onnx::ValueInfoProto* vi, const std::string& name) {
+  vi->set_name(name);
+  vi->mutable_type()->mutable_tensor_type()->set_elem_type(Tp::FLOAT);
+}
+
 // The branches give different ranks: then Unsqueeze(x) [1, n], else x [n]. Inference cannot
 // give y a rank; inspect says which node and why, compile refuses naming the same cause, and
 // --freeze c=true folds the If so it compiles.
@@ -209,13 +215,13 @@ TEST(Freeze, IfOfDifferentRanksIsExplainedAndFoldsWhenFrozen) {
   then_g->set_name("then");
   *then_g->add_initializer() = test::make_int64_tensor("zero", {1}, {0});
   test::add_node(then_g, "Unsqueeze", {"x", "zero"}, {"y_then"}, "unsq");
-  then_g->add_output()->set_name("y_then");
+  typed(then_g->add_output(), "y_then");
   auto* else_g = test::set_attr_graph(n, "else_branch");
   else_g->set_name("else");
   test::add_node(else_g, "Identity", {"x"}, {"y_else"}, "id");
-  else_g->add_output()->set_name("y_else");
+  typed(else_g->add_output(), "y_else");
   test::add_node(g, "Relu", {"y"}, {"z"}, "relu");
-  g->add_output()->set_name("z");
+  typed(g->add_output(), "z");
   const std::string path = test::write_model(tmp.path(), m);
   const RunResult inspect = run_tool(tmp.path(), CUVIL_CUVILC, {"inspect", path});
   EXPECT_MENTIONS(inspect.out, "main/y (If 'pick'): rank unknown; the branches give different ranks "
