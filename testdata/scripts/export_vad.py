@@ -16,7 +16,7 @@ state after each chunk; the stream starts from zeros), which tests/vad_stream_te
 cuvil against.
 
   /usr/bin/python3 testdata/scripts/export_vad.py                           # Debian's torch 1.13
-  /work/main/.venv/bin/python testdata/scripts/export_vad.py --reference   # needs onnxruntime
+  .venv/bin/python testdata/scripts/export_vad.py --reference   # needs onnxruntime
 """
 import os
 import sys
