@@ -17,6 +17,7 @@
 #include "passes/qdq_to_int8.h"
 #include "passes/remove_identities.h"
 #include "passes/shape_arithmetic.h"
+#include "passes/sink_into_branches.h"
 #include "support/error.h"
 
 namespace cuvil {
@@ -54,6 +55,10 @@ std::string run_fold_constants(Model& m, const PassContext& c) {
     note += "; " + std::to_string(s.too_large) + " with constant inputs left as run-time work (results over " +
             "max_fold_elements = " + std::to_string(c.limits.max_fold_elements) + ")";
   return note;
+}
+std::string run_sink_into_branches(Model& m, const PassContext& c) {
+  const int64_t n = sink_into_branches(m, c.limits);
+  return n ? std::to_string(n) + " If nodes took the nodes after them into their branches" : "";
 }
 std::string run_shape_arithmetic(Model& m, const PassContext&) {
   return std::to_string(shape_arithmetic_to_expressions(m)) + " nodes rewritten";

@@ -2,8 +2,7 @@
 // the way Silero VAD is published (testdata/scripts/export_vad.py), compiled with the real
 // cuvilc with and without --freeze, run over a stream of 10 chunks per rate with the state
 // fed back from each run to the next, and compared with ONNX Runtime's outputs for the same
-// stream (testdata/models/vad/). Suite VadStream; also --freeze's diagnostics (suite Freeze)
-// and `cuvilc inspect` naming the node and the cause of every value it could not shape.
+// stream (testdata/models/vad/). Suite VadStream; also --freeze's diagnostics (suite Freeze).
 #include <gtest/gtest.h>
 #include <unistd.h>
 
@@ -14,7 +13,6 @@
 
 #include "cli/npy.h"
 #include "npy_test_util.h"
-#include "onnx_builder.h"
 #include "run_tool.h"
 #include "runtime/include/cuvil.h"
 
@@ -24,7 +22,6 @@ namespace {
 using test::RunResult;
 using test::TempDir;
 using test::run_tool;
-using Tp = onnx::TensorProto;
 
 #define EXPECT_MENTIONS(text, needle) \
   EXPECT_NE((text).find(needle), std::string::npos) << "missing '" << (needle) << "' in:\n" << (text)
@@ -193,48 +190,6 @@ TEST(Freeze, ValueThatDoesNotFitTheInputIsRefused) {
   test::write_bytes(tmp.file("list.yaml"), "freeze:\n  sr: [1, 2]\n");
   EXPECT_MENTIONS(freeze_fails(tmp, {"--config", tmp.file("list.yaml")}).err,
                   "freeze.sr: expected a number, true, false or a .npy file, got a list");
-}
-
-// A float32 value_info without a shape.
-void typed(onnx::ValueInfoProto* vi, const std::string& name) {
-  vi->set_name(name);
-  vi->mutable_type()->mutable_tensor_type()->set_elem_type(Tp::FLOAT);
-}
-
-// The branches give different ranks: then Unsqueeze(x) [1, n], else x [n]. Inference cannot
-// give y a rank; inspect says which node and why, compile refuses naming the same cause, and
-// --freeze c=true folds the If so it compiles.
-TEST(Freeze, IfOfDifferentRanksIsExplainedAndFoldsWhenFrozen) {
-  TempDir tmp;
-  onnx::ModelProto m = test::make_model(17);
-  auto* g = m.mutable_graph();
-  test::add_input(g, "c", Tp::BOOL, {});
-  test::add_input(g, "x", Tp::FLOAT, {"n"});
-  auto* n = test::add_node(g, "If", {"c"}, {"y"}, "pick");
-  auto* then_g = test::set_attr_graph(n, "then_branch");
-  then_g->set_name("then");
-  *then_g->add_initializer() = test::make_int64_tensor("zero", {1}, {0});
-  test::add_node(then_g, "Unsqueeze", {"x", "zero"}, {"y_then"}, "unsq");
-  typed(then_g->add_output(), "y_then");
-  auto* else_g = test::set_attr_graph(n, "else_branch");
-  else_g->set_name("else");
-  test::add_node(else_g, "Identity", {"x"}, {"y_else"}, "id");
-  typed(else_g->add_output(), "y_else");
-  test::add_node(g, "Relu", {"y"}, {"z"}, "relu");
-  typed(g->add_output(), "z");
-  const std::string path = test::write_model(tmp.path(), m);
-  const RunResult inspect = run_tool(tmp.path(), CUVIL_CUVILC, {"inspect", path});
-  EXPECT_MENTIONS(inspect.out, "main/y (If 'pick'): rank unknown; the branches give different ranks "
-                               "(then_branch 2, else_branch 1)");
-  EXPECT_MENTIONS(inspect.out, "main/z (Relu 'relu'): rank unknown; its input 'y' has rank unknown");
-  const RunResult c = run_tool(tmp.path(), CUVIL_CUVILC, {"compile", path, "-o", tmp.file("m.cuvir")});
-  EXPECT_EQ(c.exit_code, 4) << c.err;
-  EXPECT_MENTIONS(c.err, "the branches give different ranks");
-  const RunResult frozen =
-      run_tool(tmp.path(), CUVIL_CUVILC, {"compile", path, "--freeze", "c=true", "-o", tmp.file("m.cuvir")});
-  EXPECT_EQ(frozen.exit_code, 0) << frozen.err;
-  const RunResult shown = run_tool(tmp.path(), CUVIL_CUVILC, {"inspect", path, "--freeze", "c=1"});
-  EXPECT_MENTIONS(shown.out, "z: f32[1, n]");
 }
 
 }  // namespace

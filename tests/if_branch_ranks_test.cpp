@@ -1,0 +1,113 @@
+// If nodes whose branches give different ranks (suite IfBranchRanks): the nodes after the If
+// move into both branches (pass sink-into-branches), so a model whose later nodes agree on a
+// rank compiles and runs either way; a graph output whose rank still differs is refused, and
+// `cuvilc inspect` names the node and the cause of every value it could not shape; --freeze
+// on the condition folds the If away. Compiled and run with the real cuvilc and cuvil-run.
+#include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
+
+#include "cli/npy.h"
+#include "npy_test_util.h"
+#include "onnx_builder.h"
+#include "run_tool.h"
+
+namespace cuvil {
+namespace {
+
+using test::RunResult;
+using test::TempDir;
+using test::run_tool;
+using Tp = onnx::TensorProto;
+
+#define EXPECT_MENTIONS(text, needle) \
+  EXPECT_NE((text).find(needle), std::string::npos) << "missing '" << (needle) << "' in:\n" << (text)
+
+// A float32 value_info without a shape.
+void typed(onnx::ValueInfoProto* vi, const std::string& name) {
+  vi->set_name(name);
+  vi->mutable_type()->mutable_tensor_type()->set_elem_type(Tp::FLOAT);
+}
+
+// The branches give different ranks: then Unsqueeze(x) [1, n], else x [n], and the graph
+// output Relu(y) keeps them different. Inference cannot give it a rank; inspect says which
+// node and why, compile refuses naming the same cause, and --freeze c=true folds the If so it
+// compiles.
+TEST(IfBranchRanks, GraphOutputOfDifferentRanksIsExplainedAndFoldsWhenFrozen) {
+  TempDir tmp;
+  onnx::ModelProto m = test::make_model(17);
+  auto* g = m.mutable_graph();
+  test::add_input(g, "c", Tp::BOOL, {});
+  test::add_input(g, "x", Tp::FLOAT, {"n"});
+  auto* n = test::add_node(g, "If", {"c"}, {"y"}, "pick");
+  auto* then_g = test::set_attr_graph(n, "then_branch");
+  then_g->set_name("then");
+  *then_g->add_initializer() = test::make_int64_tensor("zero", {1}, {0});
+  test::add_node(then_g, "Unsqueeze", {"x", "zero"}, {"y_then"}, "unsq");
+  typed(then_g->add_output(), "y_then");
+  auto* else_g = test::set_attr_graph(n, "else_branch");
+  else_g->set_name("else");
+  test::add_node(else_g, "Identity", {"x"}, {"y_else"}, "id");
+  typed(else_g->add_output(), "y_else");
+  test::add_node(g, "Relu", {"y"}, {"z"}, "relu");
+  typed(g->add_output(), "z");
+  const std::string path = test::write_model(tmp.path(), m);
+  const RunResult inspect = run_tool(tmp.path(), CUVIL_CUVILC, {"inspect", path});
+  // Relu moved into the branches (sink-into-branches): z is now the If's output.
+  EXPECT_MENTIONS(inspect.out, "main/z (If 'pick'): rank unknown; the branches give different ranks "
+                               "(then_branch 2, else_branch 1)");
+  const RunResult c = run_tool(tmp.path(), CUVIL_CUVILC, {"compile", path, "-o", tmp.file("m.cuvir")});
+  EXPECT_EQ(c.exit_code, 4) << c.err;
+  EXPECT_MENTIONS(c.err, "the branches give different ranks");
+  const RunResult frozen =
+      run_tool(tmp.path(), CUVIL_CUVILC, {"compile", path, "--freeze", "c=true", "-o", tmp.file("m.cuvir")});
+  EXPECT_EQ(frozen.exit_code, 0) << frozen.err;
+  const RunResult shown = run_tool(tmp.path(), CUVIL_CUVILC, {"inspect", path, "--freeze", "c=1"});
+  EXPECT_MENTIONS(shown.out, "z: f32[1, n]");
+}
+
+// c ? Unsqueeze(x, 0) [1, n] : Neg(x) [n]; then s = ReduceSum(y * x, keepdims 0), a scalar
+// either way: Mul and ReduceSum move into both branches, and s is the If's output.
+TEST(IfBranchRanks, NodesAfterTheIfMoveIntoBothBranchesAndRun) {
+  TempDir tmp;
+  onnx::ModelProto m = test::make_model(17);
+  auto* g = m.mutable_graph();
+  test::add_input(g, "c", Tp::BOOL, {});
+  test::add_input(g, "x", Tp::FLOAT, {"n"});
+  auto* n = test::add_node(g, "If", {"c"}, {"y"}, "pick");
+  auto* then_g = test::set_attr_graph(n, "then_branch");
+  then_g->set_name("then");
+  *then_g->add_initializer() = test::make_int64_tensor("zero", {1}, {0});
+  test::add_node(then_g, "Unsqueeze", {"x", "zero"}, {"y_then"}, "unsq");
+  typed(then_g->add_output(), "y_then");
+  auto* else_g = test::set_attr_graph(n, "else_branch");
+  else_g->set_name("else");
+  test::add_node(else_g, "Neg", {"x"}, {"y_else"}, "neg");
+  typed(else_g->add_output(), "y_else");
+  test::add_node(g, "Mul", {"y", "x"}, {"p"}, "mul");
+  test::set_attr_int(test::add_node(g, "ReduceSum", {"p"}, {"s"}, "sum"), "keepdims", 0);
+  typed(g->add_output(), "s");
+  const std::string path = test::write_model(tmp.path(), m);
+  const std::string pkg = tmp.file("m.cuvir");
+  const RunResult c = run_tool(tmp.path(), CUVIL_CUVILC, {"compile", path, "-o", pkg, "--report", tmp.file("r.json")});
+  ASSERT_EQ(c.exit_code, 0) << c.err;
+  EXPECT_MENTIONS(test::read_bytes(tmp.file("r.json")), "1 If nodes took the nodes after them into their branches");
+  test::write_bytes(tmp.file("x.npy"), test::npy_file("<f4", {3}, test::raw(std::vector<float>{1, 2, 3})));
+  for (bool cond : {true, false}) {
+    test::write_bytes(tmp.file("c.npy"), test::npy_file("|b1", {}, std::string(1, cond ? 1 : 0)));
+    const std::string out = tmp.file(cond ? "out_true" : "out_false");
+    const RunResult r = run_tool(tmp.path(), CUVIL_RUN,
+                                 {pkg, "--input", "c=" + tmp.file("c.npy"), "--input", "x=" + tmp.file("x.npy"),
+                                  "--output-dir", out});
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    tools::HostTensor s;
+    ASSERT_EQ(tools::read_npy(out + "/s.npy", &s), "");
+    EXPECT_TRUE(s.dims.empty());
+    ASSERT_EQ(s.bytes.size(), 4u);
+    EXPECT_EQ(test::values<float>(std::string(s.bytes.begin(), s.bytes.end()))[0], cond ? 14.f : -14.f);
+  }
+}
+
+}  // namespace
+}  // namespace cuvil
