@@ -30,12 +30,9 @@ void typed(onnx::ValueInfoProto* vi, const std::string& name) {
   vi->mutable_type()->mutable_tensor_type()->set_elem_type(Tp::FLOAT);
 }
 
-// The branches give different ranks: then Unsqueeze(x) [1, n], else x [n], and the graph
-// output Relu(y) keeps them different. Inference cannot give it a rank; inspect says which
-// node and why, compile refuses naming the same cause, and --freeze c=true folds the If so it
-// compiles.
-TEST(IfBranchRanks, GraphOutputOfDifferentRanksIsExplainedAndFoldsWhenFrozen) {
-  TempDir tmp;
+// Inputs c: bool, x: f32[n]; y = If(c) then Unsqueeze(x, 0) [1, n] else <else_op>(x) [n]; the
+// caller adds the nodes after it and the graph's outputs.
+onnx::ModelProto if_of_two_ranks(const std::string& else_op) {
   onnx::ModelProto m = test::make_model(17);
   auto* g = m.mutable_graph();
   test::add_input(g, "c", Tp::BOOL, {});
@@ -48,8 +45,19 @@ TEST(IfBranchRanks, GraphOutputOfDifferentRanksIsExplainedAndFoldsWhenFrozen) {
   typed(then_g->add_output(), "y_then");
   auto* else_g = test::set_attr_graph(n, "else_branch");
   else_g->set_name("else");
-  test::add_node(else_g, "Identity", {"x"}, {"y_else"}, "id");
+  test::add_node(else_g, else_op, {"x"}, {"y_else"}, "else_op");
   typed(else_g->add_output(), "y_else");
+  return m;
+}
+
+// The branches give different ranks: then Unsqueeze(x) [1, n], else x [n], and the graph
+// output Relu(y) keeps them different. Inference cannot give it a rank; inspect says which
+// node and why, compile refuses naming the same cause, and --freeze c=true folds the If so it
+// compiles.
+TEST(IfBranchRanks, GraphOutputOfDifferentRanksIsExplainedAndFoldsWhenFrozen) {
+  TempDir tmp;
+  onnx::ModelProto m = if_of_two_ranks("Identity");
+  auto* g = m.mutable_graph();
   test::add_node(g, "Relu", {"y"}, {"z"}, "relu");
   typed(g->add_output(), "z");
   const std::string path = test::write_model(tmp.path(), m);
@@ -71,20 +79,8 @@ TEST(IfBranchRanks, GraphOutputOfDifferentRanksIsExplainedAndFoldsWhenFrozen) {
 // either way: Mul and ReduceSum move into both branches, and s is the If's output.
 TEST(IfBranchRanks, NodesAfterTheIfMoveIntoBothBranchesAndRun) {
   TempDir tmp;
-  onnx::ModelProto m = test::make_model(17);
+  onnx::ModelProto m = if_of_two_ranks("Neg");
   auto* g = m.mutable_graph();
-  test::add_input(g, "c", Tp::BOOL, {});
-  test::add_input(g, "x", Tp::FLOAT, {"n"});
-  auto* n = test::add_node(g, "If", {"c"}, {"y"}, "pick");
-  auto* then_g = test::set_attr_graph(n, "then_branch");
-  then_g->set_name("then");
-  *then_g->add_initializer() = test::make_int64_tensor("zero", {1}, {0});
-  test::add_node(then_g, "Unsqueeze", {"x", "zero"}, {"y_then"}, "unsq");
-  typed(then_g->add_output(), "y_then");
-  auto* else_g = test::set_attr_graph(n, "else_branch");
-  else_g->set_name("else");
-  test::add_node(else_g, "Neg", {"x"}, {"y_else"}, "neg");
-  typed(else_g->add_output(), "y_else");
   test::add_node(g, "Mul", {"y", "x"}, {"p"}, "mul");
   test::set_attr_int(test::add_node(g, "ReduceSum", {"p"}, {"s"}, "sum"), "keepdims", 0);
   typed(g->add_output(), "s");
