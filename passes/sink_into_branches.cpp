@@ -158,9 +158,17 @@ int64_t sink_graph(Graph& g, int64_t& budget) {
 
 int64_t sink_into_branches(Model& model, const CompileLimits& limits) {
   int64_t budget = limits.max_nodes - count_nodes(*model.graph);
-  const int64_t count = sink_graph(*model.graph, budget);
-  if (count) infer_shapes(model, limits);
-  return count;
+  int64_t total = 0;
+  // A second such If moved into a branch shows its ranks only once the branch is inferred
+  // again, so the pass goes in rounds. Each round moves nodes one If deeper; the node budget
+  // and the nesting cap bound them.
+  for (int64_t round = 0; round <= limits.max_nesting_depth; ++round) {
+    const int64_t count = sink_graph(*model.graph, budget);
+    if (!count) break;
+    total += count;
+    infer_shapes(model, limits);
+  }
+  return total;
 }
 
 }  // namespace cuvil

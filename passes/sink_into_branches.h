@@ -7,8 +7,10 @@
 // become the graph outputs those nodes produce. Shapes are then inferred again. A value that
 // reaches a graph output with a rank that still differs stays rank-unknown (code generation
 // refuses it, naming the If). Ifs are taken one at a time, first to last, then inside the
-// branches, so a second such If after the first ends up in both of its branches; the pass
-// stops growing the model at limits.max_nodes (what is left is refused the same way).
+// branches, in rounds with shapes inferred after each: a second such If after the first ends
+// up in both of its branches and is taken in the next round. The pass stops growing the model
+// at limits.max_nodes and after limits.max_nesting_depth rounds (what is left is refused the
+// same way).
 // Requires: infer_shapes (and fold-constants first, so Ifs on frozen inputs are gone).
 // After: a verified model with shapes inferred.
 #pragma once

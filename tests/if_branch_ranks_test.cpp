@@ -5,7 +5,9 @@
 // on the condition folds the If away. Compiled and run with the real cuvilc and cuvil-run.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "cli/npy.h"
@@ -30,6 +32,21 @@ void typed(onnx::ValueInfoProto* vi, const std::string& name) {
   vi->mutable_type()->mutable_tensor_type()->set_elem_type(Tp::FLOAT);
 }
 
+// out = If(cond) then Unsqueeze(src, 0) (one rank more) else <else_op>(src); node `name`.
+void add_if_of_two_ranks(onnx::GraphProto* g, const std::string& cond, const std::string& src,
+                         const std::string& out, const std::string& else_op, const std::string& name) {
+  auto* n = test::add_node(g, "If", {cond}, {out}, name);
+  auto* then_g = test::set_attr_graph(n, "then_branch");
+  then_g->set_name(name + "_then");
+  *then_g->add_initializer() = test::make_int64_tensor(name + "_zero", {1}, {0});
+  test::add_node(then_g, "Unsqueeze", {src, name + "_zero"}, {out + "_then"}, name + "_unsq");
+  typed(then_g->add_output(), out + "_then");
+  auto* else_g = test::set_attr_graph(n, "else_branch");
+  else_g->set_name(name + "_else");
+  test::add_node(else_g, else_op, {src}, {out + "_else"}, name + "_" + else_op);
+  typed(else_g->add_output(), out + "_else");
+}
+
 // Inputs c: bool, x: f32[n]; y = If(c) then Unsqueeze(x, 0) [1, n] else <else_op>(x) [n]; the
 // caller adds the nodes after it and the graph's outputs.
 onnx::ModelProto if_of_two_ranks(const std::string& else_op) {
@@ -37,17 +54,25 @@ onnx::ModelProto if_of_two_ranks(const std::string& else_op) {
   auto* g = m.mutable_graph();
   test::add_input(g, "c", Tp::BOOL, {});
   test::add_input(g, "x", Tp::FLOAT, {"n"});
-  auto* n = test::add_node(g, "If", {"c"}, {"y"}, "pick");
-  auto* then_g = test::set_attr_graph(n, "then_branch");
-  then_g->set_name("then");
-  *then_g->add_initializer() = test::make_int64_tensor("zero", {1}, {0});
-  test::add_node(then_g, "Unsqueeze", {"x", "zero"}, {"y_then"}, "unsq");
-  typed(then_g->add_output(), "y_then");
-  auto* else_g = test::set_attr_graph(n, "else_branch");
-  else_g->set_name("else");
-  test::add_node(else_g, else_op, {"x"}, {"y_else"}, "else_op");
-  typed(else_g->add_output(), "y_else");
+  add_if_of_two_ranks(g, "c", "x", "y", else_op, "pick");
   return m;
+}
+
+// Runs `pkg` on x = [1, -2, 3] and the given bool inputs; returns the scalar output s.
+float run_scalar(const TempDir& tmp, const std::string& pkg, const std::vector<std::pair<std::string, bool>>& conds) {
+  test::write_bytes(tmp.file("x.npy"), test::npy_file("<f4", {3}, test::raw(std::vector<float>{1, -2, 3})));
+  std::vector<std::string> args = {pkg, "--input", "x=" + tmp.file("x.npy"), "--output-dir", tmp.file("out")};
+  for (const auto& [name, value] : conds) {
+    test::write_bytes(tmp.file(name + ".npy"), test::npy_file("|b1", {}, std::string(1, value ? 1 : 0)));
+    args.insert(args.end(), {"--input", name + "=" + tmp.file(name + ".npy")});
+  }
+  const RunResult r = run_tool(tmp.path(), CUVIL_RUN, args);
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  tools::HostTensor s;
+  EXPECT_EQ(tools::read_npy(tmp.file("out") + "/s.npy", &s), "");
+  EXPECT_TRUE(s.dims.empty());
+  if (s.bytes.size() != 4) return NAN;
+  return test::values<float>(std::string(s.bytes.begin(), s.bytes.end()))[0];
 }
 
 // The branches give different ranks: then Unsqueeze(x) [1, n], else x [n], and the graph
@@ -89,20 +114,33 @@ TEST(IfBranchRanks, NodesAfterTheIfMoveIntoBothBranchesAndRun) {
   const RunResult c = run_tool(tmp.path(), CUVIL_CUVILC, {"compile", path, "-o", pkg, "--report", tmp.file("r.json")});
   ASSERT_EQ(c.exit_code, 0) << c.err;
   EXPECT_MENTIONS(test::read_bytes(tmp.file("r.json")), "1 If nodes took the nodes after them into their branches");
-  test::write_bytes(tmp.file("x.npy"), test::npy_file("<f4", {3}, test::raw(std::vector<float>{1, 2, 3})));
-  for (bool cond : {true, false}) {
-    test::write_bytes(tmp.file("c.npy"), test::npy_file("|b1", {}, std::string(1, cond ? 1 : 0)));
-    const std::string out = tmp.file(cond ? "out_true" : "out_false");
-    const RunResult r = run_tool(tmp.path(), CUVIL_RUN,
-                                 {pkg, "--input", "c=" + tmp.file("c.npy"), "--input", "x=" + tmp.file("x.npy"),
-                                  "--output-dir", out});
-    ASSERT_EQ(r.exit_code, 0) << r.err;
-    tools::HostTensor s;
-    ASSERT_EQ(tools::read_npy(out + "/s.npy", &s), "");
-    EXPECT_TRUE(s.dims.empty());
-    ASSERT_EQ(s.bytes.size(), 4u);
-    EXPECT_EQ(test::values<float>(std::string(s.bytes.begin(), s.bytes.end()))[0], cond ? 14.f : -14.f);
-  }
+  // x = [1, -2, 3]: sum(x * x) = 14 through the then branch, sum(-x * x) = -14 through the else.
+  EXPECT_EQ(run_scalar(tmp, pkg, {{"c", true}}), 14.f);
+  EXPECT_EQ(run_scalar(tmp, pkg, {{"c", false}}), -14.f);
+}
+
+// Two such Ifs in a row: the second (on Relu of the first's output) moves into both branches
+// of the first and takes its own tail in the next round; all four paths run.
+TEST(IfBranchRanks, SecondIfOfDifferentRanksMovesAndSinksInTurn) {
+  TempDir tmp;
+  onnx::ModelProto m = test::make_model(17);
+  auto* g = m.mutable_graph();
+  test::add_input(g, "c1", Tp::BOOL, {});
+  test::add_input(g, "c2", Tp::BOOL, {});
+  test::add_input(g, "x", Tp::FLOAT, {"n"});
+  add_if_of_two_ranks(g, "c1", "x", "y1", "Neg", "first");
+  test::add_node(g, "Relu", {"y1"}, {"r"}, "relu");
+  add_if_of_two_ranks(g, "c2", "r", "y2", "Neg", "second");
+  test::set_attr_int(test::add_node(g, "ReduceSum", {"y2"}, {"s"}, "sum"), "keepdims", 0);
+  typed(g->add_output(), "s");
+  const std::string pkg = tmp.file("m.cuvir");
+  const RunResult c = run_tool(tmp.path(), CUVIL_CUVILC, {"compile", test::write_model(tmp.path(), m), "-o", pkg});
+  ASSERT_EQ(c.exit_code, 0) << c.err;
+  // relu(x) = [1, 0, 3], relu(-x) = [0, 2, 0]; the second If keeps or negates the sum.
+  EXPECT_EQ(run_scalar(tmp, pkg, {{"c1", true}, {"c2", true}}), 4.f);
+  EXPECT_EQ(run_scalar(tmp, pkg, {{"c1", true}, {"c2", false}}), -4.f);
+  EXPECT_EQ(run_scalar(tmp, pkg, {{"c1", false}, {"c2", true}}), 2.f);
+  EXPECT_EQ(run_scalar(tmp, pkg, {{"c1", false}, {"c2", false}}), -2.f);
 }
 
 }  // namespace
