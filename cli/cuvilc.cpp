@@ -21,6 +21,7 @@
 #include "codegen/ptx/megakernel_ptx.h"
 #include "frontend/onnx_import.h"
 #include "ir/printer.h"
+#include "cli/cuvilc_freeze.h"
 #include "cli/cuvilc_report.h"
 #include "cli/progress.h"
 #include "ir/verifier.h"
@@ -49,14 +50,20 @@ constexpr const char* kDimHelp =
     "Names are the model's dim_params (e.g. batch, seq) or the generated <input>_dim<k> names "
     "that `cuvilc inspect` lists. Repeatable.";
 
+constexpr const char* kFreezeHelp =
+    "Fix a model input's value at compile time: name=VALUE (one number, or true/false, for an input "
+    "of one element) or name=FILE.npy (dtype and shape as the input's). The input becomes a constant "
+    "(Ifs on it fold to one branch) and leaves the package's inputs. Repeatable. Config key freeze.";
+
 constexpr const char* kConfigHelp =
-    "YAML config file with cuvilc's settings (dims, buckets, fusion, layout, limits, patterns, quantize; docs/config.md). Options "
+    "YAML config file with cuvilc's settings (dims, freeze, buckets, fusion, layout, limits, patterns, quantize; docs/config.md). Options "
     "given on the command line override the same keys.";
 
 // The settings of one invocation: the config file first, then the command line over it.
 struct CommandLineSettings {
   std::string config;
   std::vector<std::string> dims;
+  std::vector<std::string> freeze;  // --freeze NAME=VALUE
   bool no_fusion = false;
   std::string layout;  // --layout, "" when not given
   std::string kv_cache;  // --kv-cache, "" when not given
@@ -120,6 +127,7 @@ CompileOptions resolve_options(const CommandLineSettings& cl) {
     auto [name, range] = frontend::parse_dim_option(d);
     set_dim(o, name, range);
   }
+  for (const auto& f : cl.freeze) set_freeze(o, parse_freeze_option(f));
   if (cl.no_fusion) o.fusion = false;
   if (!cl.layout.empty()) o.layout = *parse_layout_choice(cl.layout);  // CLI::IsMember checked it
   if (!cl.kv_cache.empty()) o.kv_cache = *parse_kv_cache_mode(cl.kv_cache);  // CLI::IsMember checked it
@@ -190,6 +198,7 @@ Model load_and_infer(const std::string& path, const CompileOptions& options,
   if (progress) progress->show("[1/4] importing " + path);
   Model m = qdq_bytes ? frontend::import_onnx_bytes(*qdq_bytes, model_dir(path), import_options(options), path)
                       : frontend::import_onnx_file(path, import_options(options));
+  freeze_inputs(m, options.freeze);
   verify_model(m);
   if (report) {
     report->import_ms = ms_since(start);
@@ -338,7 +347,8 @@ int run_inspect(const std::string& path, const CompileOptions& options, bool dis
   std::cout << "nodes: " << total << "\n";
   std::cout << "ops:\n";
   for (const auto& [op, n] : hist) std::cout << "  " << op << " " << n << "\n";
-  ShapeCoverage cov = shape_coverage(m);
+  // Every value without a full shape, each with the node that made it and why.
+  ShapeCoverage cov = shape_coverage(m, SIZE_MAX);
   std::cout << "shapes: " << cov.fully_known << "/" << cov.values << " values fully known\n";
   for (const auto& u : cov.unknown) std::cout << "  unknown: " << u << "\n";
   auto unsupported = frontend::find_unsupported(m);
@@ -421,6 +431,9 @@ int run_compile(const std::string& path, std::string emit, std::string output, c
   InputFileLog reads;
   reads.add_path(path, "the input model '" + path + "'");
   if (!options.config_path.empty()) reads.add_path(options.config_path, "the config '" + options.config_path + "'");
+  for (const FreezeSpec& f : options.freeze)
+    if (f.value.size() > 4 && f.value.compare(f.value.size() - 4, 4, ".npy") == 0)
+      reads.add_path(f.value, "the frozen value of '" + f.input + "'");
   if (output.empty() && emit.empty()) output = default_output(path);
   if (!output.empty() && output != "-") refuse_output_over_input(output, reads);
   if (!report_path.empty()) refuse_output_over_input(report_path, reads);
@@ -573,6 +586,7 @@ int main_impl(int argc, char** argv) {
   bool inspect_disasm = false;
   inspect->add_option("model", inspect_path, "ONNX model (.onnx) or compiled package (.cuvir)")->required();
   inspect->add_option("--dim", inspect_settings.dims, kDimHelp);
+  inspect->add_option("--freeze", inspect_settings.freeze, kFreezeHelp)->option_text("NAME=VALUE");
   inspect->add_option("--config", inspect_settings.config, kConfigHelp);
   inspect->add_flag("--disasm", inspect_disasm, "For a .cuvir package: print the disassembled program");
   add_limit_options(inspect, &inspect_settings);
@@ -612,6 +626,7 @@ int main_impl(int argc, char** argv) {
                       "Config key kv_cache; pass kv-cache; docs/kv_cache.md.")
       ->check(CLI::IsMember({"auto", "on", "off"}));
   compile->add_option("--dim", compile_settings.dims, kDimHelp);
+  compile->add_option("--freeze", compile_settings.freeze, kFreezeHelp)->option_text("NAME=VALUE");
   compile->add_option("--buckets", compile_settings.buckets,
                       "Shape buckets: one program per bucket, the first whose range holds runs. "
                       "name=b1,b2,... gives inclusive upper bounds of consecutive buckets (seq=1,16,128 "

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <functional>
 #include <map>
 #include <set>
 #include <sstream>
@@ -10,6 +11,7 @@
 #include "codegen/memory_plan.h"
 #include "codegen/strided_loads.h"
 #include "codegen/tile_kernels.h"
+#include "ir/unknown_shape.h"
 #include "runtime/op_kernel.h"
 #include "support/error.h"
 
@@ -202,14 +204,32 @@ class Lowerer {
     return false;
   }
 
+  // The graph (the model's or a subgraph) that holds `v`, or null.
+  static const Graph* graph_holding(const Graph& g, const Value& v) {
+    const std::less<const Value*> before;
+    if (!g.values.empty() && !before(&v, &g.values.front()) && !before(&g.values.back(), &v)) return &g;
+    for (const Node& n : g.nodes)
+      for (const auto& [key, a] : n.attrs) {
+        if (a.g)
+          if (const Graph* r = graph_holding(*a.g, v)) return r;
+        for (const auto& sub : a.graphs)
+          if (const Graph* r = graph_holding(*sub, v)) return r;
+      }
+    return nullptr;
+  }
+  std::string unknown_rank_cause(const Value& v) const {
+    const Graph* g = graph_holding(graph_, v);
+    return g ? why_shape_unknown(*g, v) : std::string("shape inference could not derive it");
+  }
+
   // Shape with unknown dims replaced by fresh data-dependent symbols.
   Shape complete_shape(const Value& v) {
     if (v.kind != ValueKind::Tensor)
       fail(ExitCode::kUnsupported, "value '", v.name, "' is a ", value_kind_name(v.kind),
            "; the code generator handles tensors only");
     if (!v.shape)
-      fail(ExitCode::kUnsupported, "value '", v.name, "' has unknown rank; the code generator needs "
-           "every rank (check `cuvilc inspect` for values whose shape is unknown)");
+      fail(ExitCode::kUnsupported, "value '", v.name, "' has unknown rank (", unknown_rank_cause(v),
+           "); the code generator needs every rank (`cuvilc inspect` lists every value whose shape is unknown)");
     Shape s = *v.shape;
     for (size_t k = 0; k < s.size(); ++k) {
       if (!s[k]) {

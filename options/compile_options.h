@@ -30,6 +30,14 @@ struct BucketSpec {
   std::vector<int64_t> bounds;  // strictly increasing, when !pow2
 };
 
+// One frozen input (`freeze:` / --freeze; cli/cuvilc_freeze.h): its value as written, a number
+// or a .npy path, and where it was given (for messages).
+struct FreezeSpec {
+  std::string input;
+  std::string value;
+  std::string origin;  // "--freeze" or "FILE:LINE:COLUMN: freeze.NAME"
+};
+
 struct CompileOptions {
   // The config file these options were read from ("" when none): an input of the compile,
   // which no output may overwrite.
@@ -57,6 +65,9 @@ struct CompileOptions {
   QuantizeOptions quant;
   // KV cache as session state (`kv_cache:` / --kv-cache): auto, on or off (passes/kv_cache.h).
   KvCacheMode kv_cache = KvCacheMode::kAuto;
+  // Inputs fixed at compile time (`freeze:` / --freeze), in the order given; a later entry
+  // for the same input wins.
+  std::vector<FreezeSpec> freeze;
 };
 
 // The largest config file cuvilc reads; configs are hand-written, so this is generous.
@@ -71,6 +82,9 @@ CompileOptions load_config_file(const std::string& path);
 // "name=b1,b2,..." (strictly increasing non-negative integers). On a syntax error returns
 // false and sets *error to what was expected.
 bool parse_bucket_option(const std::string& text, std::vector<BucketSpec>* out, std::string* error);
+
+// Sets or replaces the frozen value of `spec.input`.
+void set_freeze(CompileOptions& options, FreezeSpec spec);
 
 // Sets or replaces the range of `name`.
 void set_dim(CompileOptions& options, const std::string& name, sym::Range range);

@@ -107,6 +107,12 @@ class ConfigReader {
     fail_at(v.Mark(), path, ": expected true or false, got '", s, "'");
   }
 
+  // "FILE:LINE:COLUMN" of a node, as fail_at prefixes messages.
+  std::string where(const YAML::Mark& mark) const {
+    if (mark.is_null()) return name_;
+    return name_ + ":" + std::to_string(mark.line + 1) + ":" + std::to_string(mark.column + 1);
+  }
+
   static const char* kind_name(const YAML::Node& v) {
     switch (v.Type()) {
       case YAML::NodeType::Map: return "a mapping";
@@ -203,6 +209,18 @@ void read_dims(const ConfigReader& r, const YAML::Node& v, const std::string& pa
       r.fail_at(spec.Mark(), full, ": expected N, lo:hi or lo: (non-negative integers, lo <= hi), got '",
                 text, "'");
     set_dim(o, name, *range);
+  });
+}
+
+// freeze: {input: value | file.npy}. The value is checked against the model's input when the
+// model is read (cli/cuvilc_freeze.cpp); a relative .npy path is taken as written (relative to
+// the working directory, like --freeze and quantize.calib).
+void read_freeze(const ConfigReader& r, const YAML::Node& v, const std::string& path, CompileOptions& o) {
+  if (v.IsNull()) return;
+  r.for_each_entry(v, path, {}, [&](const std::string& name, const YAML::Node& value, const std::string& full) {
+    const std::string text = r.scalar(value, full, "a number, true, false or a .npy file");
+    if (text.empty()) r.fail_at(value.Mark(), full, ": expected a number, true, false or a .npy file, got ''");
+    set_freeze(o, FreezeSpec{name, text, r.where(value.Mark()) + ": " + full});
   });
 }
 
@@ -426,6 +444,7 @@ constexpr TopLevelKey kTopLevelKeys[] = {
     {"version", read_version},
     {"buckets", read_buckets},
     {"dims", read_dims},
+    {"freeze", read_freeze},
     {"fusion", read_fusion},
     {"kv_cache", read_kv_cache},
     {"layout", read_layout},
@@ -479,6 +498,15 @@ bool parse_bucket_option(const std::string& text, std::vector<BucketSpec>* out, 
     }
   out->push_back(spec);
   return true;
+}
+
+void set_freeze(CompileOptions& options, FreezeSpec spec) {
+  for (FreezeSpec& f : options.freeze)
+    if (f.input == spec.input) {
+      f = std::move(spec);
+      return;
+    }
+  options.freeze.push_back(std::move(spec));
 }
 
 void set_dim(CompileOptions& options, const std::string& name, sym::Range range) {

@@ -190,11 +190,102 @@ void fold_graph(Graph& g, int64_t max_fold_elements, FoldStats& stats) {
   erase_nodes(g, dead);
 }
 
+// The branch an If takes when its condition is a compile-time constant (a frozen input, a
+// test on a static shape), or null.
+std::shared_ptr<Graph> taken_branch(const Graph& g, const Node& n) {
+  if (n.op != OpKind::If || n.inputs.empty() || n.inputs[0] == kNoValue) return nullptr;
+  const Value& cond = g.value(n.inputs[0]);
+  std::shared_ptr<const TensorData> data = cond.data ? cond.data : data_from_sym(cond);
+  if (!data || data->numel() != 1 || data->bytes.empty()) return nullptr;
+  const Attribute* a = n.attr(data->int_at(0) != 0 ? "then_branch" : "else_branch");
+  if (!a || a->kind != Attribute::Kind::Graph || !a->g || !a->g->inputs.empty() ||
+      a->g->outputs.size() != n.outputs.size())
+    return nullptr;
+  return a->g;
+}
+
+// Appends the nodes of `branch` (a subgraph of `g`) to `out`, their values copied into `g`
+// under fresh names; captures become the enclosing values they name. Returns, per branch
+// output, the value of `g` that holds it.
+std::vector<ValueId> inline_branch(Graph& g, Graph& branch, std::vector<Node>& out) {
+  std::vector<ValueId> map(branch.values.size(), kNoValue);
+  for (ValueId c : branch.captures) map[static_cast<size_t>(c)] = branch.value(c).outer;
+  for (size_t i = 0; i < branch.values.size(); ++i) {
+    if (map[i] != kNoValue) continue;
+    Value v = branch.values[i];
+    const ValueId id = g.add_value(unique_value_name(g, v.name));
+    v.name = g.value(id).name;
+    v.producer = -1;
+    g.value(id) = std::move(v);
+    map[i] = id;
+  }
+  for (Node& n : branch.nodes) {
+    Node copy = n;
+    for (ValueId& in : copy.inputs)
+      if (in != kNoValue) in = map[static_cast<size_t>(in)];
+    for (ValueId& o : copy.outputs)
+      if (o != kNoValue) o = map[static_cast<size_t>(o)];
+    // The node's own subgraphs now hang off `g`: their captures name `g`'s values.
+    for (auto& [key, a] : copy.attrs) {
+      std::vector<std::shared_ptr<Graph>*> subs;
+      if (a.g) subs.push_back(&a.g);
+      for (auto& sg : a.graphs) subs.push_back(&sg);
+      for (std::shared_ptr<Graph>* sub : subs) {
+        (*sub)->parent = &g;
+        for (ValueId c : (*sub)->captures) {
+          Value& local = (*sub)->value(c);
+          if (local.outer != kNoValue) local.outer = map[static_cast<size_t>(local.outer)];
+        }
+      }
+    }
+    out.push_back(std::move(copy));
+  }
+  std::vector<ValueId> outputs;
+  for (ValueId o : branch.outputs) outputs.push_back(map[static_cast<size_t>(o)]);
+  return outputs;
+}
+
+// Replaces every If of `g` (and of its subgraphs) whose condition is constant by the nodes of
+// the branch it takes; each If output becomes an Identity of the branch's result, which
+// remove-identities takes away. The branch not taken is dropped (it may not even be valid for
+// these shapes). Returns how many Ifs went.
+int64_t inline_constant_ifs(Graph& g) {
+  int64_t inlined = 0;
+  for_each_subgraph(g, [&](Graph& s) { inlined += inline_constant_ifs(s); });
+  bool any = false;
+  for (const Node& n : g.nodes) any = any || taken_branch(g, n);
+  if (!any) return inlined;
+  std::vector<Node> nodes;
+  std::vector<Node> old = std::move(g.nodes);
+  g.nodes.clear();
+  for (Node& n : old) {
+    std::shared_ptr<Graph> branch = taken_branch(g, n);
+    if (!branch) {
+      nodes.push_back(std::move(n));
+      continue;
+    }
+    const std::vector<ValueId> results = inline_branch(g, *branch, nodes);
+    for (size_t k = 0; k < n.outputs.size(); ++k) {
+      if (n.outputs[k] == kNoValue) continue;
+      Node id = make_node(OpKind::Identity, unique_value_name(g, n.name + ".taken_" + std::to_string(k)), n.opset);
+      id.inputs = {results[k]};
+      id.outputs = {n.outputs[k]};
+      nodes.push_back(std::move(id));
+    }
+    ++inlined;
+  }
+  g.nodes = std::move(nodes);
+  refresh_producers(g);
+  return inlined;
+}
+
 }  // namespace
 
 FoldStats fold_constants(Model& model, int64_t max_fold_elements) {
   FoldStats stats;
   fold_graph(*model.graph, max_fold_elements, stats);
+  stats.inlined_ifs = inline_constant_ifs(*model.graph);
+  if (stats.inlined_ifs) fold_graph(*model.graph, max_fold_elements, stats);
   return stats;
 }
 

@@ -1,5 +1,8 @@
 #include "passes/infer_shapes.h"
 
+#include <set>
+
+#include "ir/unknown_shape.h"
 #include "passes/shape/infer.h"
 #include "support/checked.h"
 
@@ -106,9 +109,14 @@ ShapeInferenceStats infer_shapes(Model& model, const CompileLimits& limits) {
 }
 
 namespace {
+
 void cover(const Graph& g, ShapeCoverage& c, size_t max_listed) {
-  for (const Value& v : g.values) {
+  std::set<ValueId> inputs(g.inputs.begin(), g.inputs.end());
+  for (ValueId id = 0; id < static_cast<ValueId>(g.values.size()); ++id) {
+    const Value& v = g.value(id);
     if (v.kind != ValueKind::Tensor) continue;
+    // A value nothing defines any more (its node moved or went) is no value of the graph.
+    if (v.producer < 0 && !v.is_initializer && v.outer == kNoValue && !inputs.count(id)) continue;
     ++c.values;
     if (v.shape_known()) {
       ++c.fully_known;
@@ -118,7 +126,7 @@ void cover(const Graph& g, ShapeCoverage& c, size_t max_listed) {
         const Node& n = g.nodes[static_cast<size_t>(v.producer)];
         where += " (" + n.op_type + " '" + n.name + "')";
       }
-      c.unknown.push_back(where);
+      c.unknown.push_back(where + ": " + what_is_unknown(v) + "; " + why_shape_unknown(g, v));
     }
   }
   for (const Node& n : g.nodes)

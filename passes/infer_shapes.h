@@ -35,7 +35,9 @@ ShapeInferenceStats infer_shapes(Model& model, const CompileLimits& limits = {})
 struct ShapeCoverage {
   int values = 0;         // tensor values in all graphs
   int fully_known = 0;    // rank and every dim known
-  std::vector<std::string> unknown;  // "graph/value (op node)" for the others, first ones
+  // The others, first ones: "graph/value (Op 'node'): what is unknown; why" (the node's own
+  // cause, or the input it inherits the gap from).
+  std::vector<std::string> unknown;
 };
 ShapeCoverage shape_coverage(const Model& model, size_t max_listed = 20);
 

@@ -17,6 +17,7 @@
 #include "passes/qdq_to_int8.h"
 #include "passes/remove_identities.h"
 #include "passes/shape_arithmetic.h"
+#include "passes/sink_into_branches.h"
 #include "support/error.h"
 
 namespace cuvil {
@@ -36,12 +37,28 @@ std::string run_qdq_to_int8(Model& m, const PassContext&) {
          " MatMulInteger/ConvInteger";
 }
 std::string run_fold_constants(Model& m, const PassContext& c) {
-  const FoldStats s = fold_constants(m, c.limits.max_fold_elements);
+  FoldStats s = fold_constants(m, c.limits.max_fold_elements);
+  // An If replaced by its taken branch leaves the shapes inference merged from both branches
+  // (fresh symbols where they differ): infer again from the branch alone, which may make
+  // more conditions constant. Each round removes at least one If, so this ends.
+  for (int64_t inlined = s.inlined_ifs; inlined > 0;) {
+    infer_shapes(m, c.limits);
+    const FoldStats again = fold_constants(m, c.limits.max_fold_elements);
+    s.folded_nodes += again.folded_nodes;
+    s.too_large = again.too_large;
+    s.inlined_ifs += again.inlined_ifs;
+    inlined = again.inlined_ifs;
+  }
   std::string note = std::to_string(s.folded_nodes) + " nodes folded";
+  if (s.inlined_ifs) note += ", " + std::to_string(s.inlined_ifs) + " If nodes replaced by the branch taken";
   if (s.too_large)
     note += "; " + std::to_string(s.too_large) + " with constant inputs left as run-time work (results over " +
             "max_fold_elements = " + std::to_string(c.limits.max_fold_elements) + ")";
   return note;
+}
+std::string run_sink_into_branches(Model& m, const PassContext& c) {
+  const int64_t n = sink_into_branches(m, c.limits);
+  return n ? std::to_string(n) + " If nodes took the nodes after them into their branches" : "";
 }
 std::string run_shape_arithmetic(Model& m, const PassContext&) {
   return std::to_string(shape_arithmetic_to_expressions(m)) + " nodes rewritten";

@@ -74,7 +74,7 @@ TEST(Config, EveryLimitHasAYamlKey) {
 
 TEST(Config, UnknownTopLevelKey) {
   EXPECT_EQ(config_error("fusion: true\nfusoin: false\n"),
-            "c.yaml:2:1: unknown key 'fusoin' (known: version, buckets, dims, fusion, kv_cache, layout, limits, patterns, quantize)");
+            "c.yaml:2:1: unknown key 'fusoin' (known: version, buckets, dims, freeze, fusion, kv_cache, layout, limits, patterns, quantize)");
 }
 
 TEST(Config, UnknownLimitKey) {
@@ -163,6 +163,21 @@ TEST(Config, Files) {
   const std::string path = dir.path() + "/ok.yaml";
   std::ofstream(path) << "fusion: false\n";
   EXPECT_FALSE(load_config_file(path).fusion);
+}
+
+// `freeze:` keeps each input's value as written, with where it was given; a later entry for
+// the same input (the command line's) replaces it.
+TEST(Config, FreezeKeyKeepsValueAndOrigin) {
+  CompileOptions o = parse_config("freeze:\n  sr: 16000\n  mask: m.npy\n", "c.yaml");
+  ASSERT_EQ(o.freeze.size(), 2u);
+  EXPECT_EQ(o.freeze[0].input, "sr");
+  EXPECT_EQ(o.freeze[0].value, "16000");
+  EXPECT_EQ(o.freeze[0].origin, "c.yaml:2:7: freeze.sr");
+  EXPECT_EQ(o.freeze[1].value, "m.npy");
+  set_freeze(o, FreezeSpec{"sr", "8000", "--freeze sr"});
+  ASSERT_EQ(o.freeze.size(), 2u);
+  EXPECT_EQ(o.freeze[0].value, "8000");
+  EXPECT_EQ(o.freeze[0].origin, "--freeze sr");
 }
 
 // Every example in configs/ parses: they are documentation and must stay true.
