@@ -417,6 +417,16 @@ class Lowerer {
     return perm;
   }
 
+  // perm is [0, 2, ..., r-1, 1] or [0, r-1, 1, ..., r-2] with r >= 3.
+  static bool moves_channel_axis(const std::vector<int64_t>& perm) {
+    const int64_t r = static_cast<int64_t>(perm.size());
+    if (r < 3 || perm[0] != 0) return false;
+    bool to_last = perm[static_cast<size_t>(r - 1)] == 1, to_second = perm[1] == r - 1;
+    for (int64_t i = 1; i + 1 < r; ++i) to_last = to_last && perm[static_cast<size_t>(i)] == i + 1;
+    for (int64_t i = 2; i < r; ++i) to_second = to_second && perm[static_cast<size_t>(i)] == i - 1;
+    return to_last || to_second;
+  }
+
   bool fusible(const Graph& g, const Node& n) const {
     // A node whose output is left unnamed ("") has nothing for a kernel to store.
     if (n.outputs.empty() || n.outputs[0] == kNoValue) return false;
@@ -438,10 +448,14 @@ class Lowerer {
     if (n.op == OpKind::Range) return range_immediates(g, n).has_value() && !mentions_data_dependent(shape_of(g, n.outputs[0]));
     // A Transpose loads its input through a map with permuted strides; it starts a kernel (its
     // input is read from memory, never from a register) and later nodes may join it.
+    // A move of the channel axis between second and last (NCHW <-> NHWC, as choose-layout
+    // inserts them) is a transpose of [C, H*W] matrices: the whole-tensor kernel does that in
+    // cache blocks at about copy speed, where a tile load would gather every element.
     if (n.op == OpKind::Transpose) {
       const Shape& domain = shape_of(g, n.outputs[0]);
+      const std::optional<std::vector<int64_t>> perm = transpose_perm(n, domain.size());
       return n.inputs.size() == 1 && is_f32(g, n.inputs[0]) && !mentions_data_dependent(domain) &&
-             transpose_perm(n, domain.size()).has_value();
+             perm.has_value() && !moves_channel_axis(*perm);
     }
     // Generators and selections over symbolic extents: the kernel's domain is the output's
     // shape, so the shape operand of Expand/ConstantOfShape is never read at run time.

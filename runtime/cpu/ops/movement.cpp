@@ -268,6 +268,59 @@ Status copy_input_to_output(OpContext& ctx, const TensorView& x, TensorView** ou
   return Status::ok();
 }
 
+// A permutation that, once output axes which stay neighbours are merged and axes of one
+// element dropped, is (batch, a, b) -> (batch, b, a): every batch is an [a x b] matrix
+// transposed (NCHW <-> NHWC is one: [C, H*W] <-> [H*W, C]). False for anything else.
+bool batched_matrix_transpose(const std::vector<int64_t>& dims, const std::vector<int64_t>& perm, int64_t* batch,
+                              int64_t* a, int64_t* b) {
+  // Runs of output axes whose input axes are consecutive, without the axes of one element.
+  std::vector<std::pair<int64_t, int64_t>> runs;  // (first input axis, extent), in output order
+  int64_t last = -2;
+  for (int64_t ax : perm) {
+    const int64_t d = dims[static_cast<size_t>(ax)];
+    if (d == 1) continue;
+    if (!runs.empty() && ax == last + 1) runs.back().second *= d;
+    else runs.push_back({ax, d});
+    last = ax;
+  }
+  // A run's input order is its first axis: the merged permutation is runs sorted by it.
+  std::vector<size_t> order(runs.size());
+  for (size_t i = 0; i < order.size(); ++i) order[i] = i;
+  std::sort(order.begin(), order.end(), [&](size_t x, size_t y) { return runs[x].first < runs[y].first; });
+  if (runs.size() == 2 && order[0] == 1) {
+    *batch = 1;
+  } else if (runs.size() == 3 && order[0] == 0 && order[1] == 2 && order[2] == 1) {
+    *batch = runs[0].second;
+  } else {
+    return false;
+  }
+  *a = runs[runs.size() - 1].second;  // the input's rows
+  *b = runs[runs.size() - 2].second;  // its columns
+  return true;
+}
+
+// y[batch][b][a] = x[batch][a][b] for elements of E bytes, in 32 x 32 blocks so that both
+// sides move whole cache lines; the batches' block rows are split among the workers.
+template <typename E>
+void transpose_matrices(OpContext& ctx, const void* xv, void* yv, int64_t batch, int64_t a, int64_t b) {
+  constexpr int64_t kBlock = 32;
+  const E* x = static_cast<const E*>(xv);
+  E* y = static_cast<E*>(yv);
+  const int64_t row_blocks = (a + kBlock - 1) / kBlock;
+  parallel_range(ctx, batch * row_blocks, 1, [&](int64_t begin, int64_t end) {
+    for (int64_t task = begin; task < end; ++task) {
+      const int64_t n = task / row_blocks, i0 = task % row_blocks * kBlock, i1 = std::min(a, i0 + kBlock);
+      const E* xn = x + n * a * b;
+      E* yn = y + n * a * b;
+      for (int64_t j0 = 0; j0 < b; j0 += kBlock) {
+        const int64_t j1 = std::min(b, j0 + kBlock);
+        for (int64_t j = j0; j < j1; ++j)
+          for (int64_t i = i0; i < i1; ++i) yn[j * a + i] = xn[i * b + j];
+      }
+    }
+  });
+}
+
 }  // namespace
 
 // ---- strided copies: Transpose, Expand, Tile, Slice, DepthToSpace, SpaceToDepth -------------
@@ -300,6 +353,16 @@ Status kernel_Transpose(OpContext& ctx) {
   }
   TensorView* out = nullptr;
   CUVIL_RETURN_IF_ERROR(allocate_checked(ctx, 0, x->dtype, dims, &out));
+  int64_t batch = 0, a = 0, b = 0;
+  if (out->numel() > 0 && batched_matrix_transpose(x->dims, perm, &batch, &a, &b)) {
+    switch (dtype_bits(x->dtype)) {
+      case 8: transpose_matrices<uint8_t>(ctx, x->data, out->data, batch, a, b); return Status::ok();
+      case 16: transpose_matrices<uint16_t>(ctx, x->data, out->data, batch, a, b); return Status::ok();
+      case 32: transpose_matrices<uint32_t>(ctx, x->data, out->data, batch, a, b); return Status::ok();
+      case 64: transpose_matrices<uint64_t>(ctx, x->data, out->data, batch, a, b); return Status::ok();
+      default: break;
+    }
+  }
   strided_copy(out->data, x->data, dims, strides, 0, dtype_bits(x->dtype));
   return Status::ok();
 }
