@@ -311,7 +311,8 @@ TEST(ConvDepthwiseKernel, GroupsMultipliersAndBroadcastResidual) {
 }
 
 // One group, channels-last: the indirect-GEMM kernel (runtime/cpu/ops/conv_igemm.h) takes
-// every NHWC case below (the NCHW ones run the im2col GEMM): ResNet's shapes at small sizes,
+// every NHWC case below, and the NCHW ones of at most kIgemmChannelsFirstMaxC input channels
+// between two transposes (the other NCHW ones run the im2col GEMM): ResNet's shapes at small sizes,
 // output positions and channels that leave partial row groups and partial panels (more than
 // one panel on every path), taps in the padding, strides, dilations, 1-D, a batch, no bias,
 // each activation and a broadcasting residual (applied after the kernel).
@@ -365,7 +366,13 @@ TEST(ConvIgemmKernel, StemDownsampleDilationsAndOneDim) {
   bcast.residual = 2;
   bcast.act = "gelu";
   check(bcast);
-  Case pad_only("every tap of some positions in the padding (pads 4, kernel 3)", {1, 4, 2, 2}, {9, 4, 3, 3}, 1);
+  Case few("1-D, 2 input channels, batch 3, stride 2, dilation 2", {3, 2, 29}, {11, 2, 4}, 1);
+  few.strides = {2};
+  few.dilations = {2};
+  few.pads = {3, 2};
+  few.act = "relu";
+  check(few);
+    Case pad_only("every tap of some positions in the padding (pads 4, kernel 3)", {1, 4, 2, 2}, {9, 4, 3, 3}, 1);
   pad_only.pads = {4, 4, 4, 4};
   check(pad_only);
 }

@@ -23,6 +23,10 @@
 
 namespace cuvil::rt::ops {
 
+// Channels-first convolutions of at most this many input channels run on conv_igemm_float
+// between two transposes (nn.cpp) instead of im2col + GEMM.
+constexpr int64_t kIgemmChannelsFirstMaxC = 4;
+
 // Whether conv_igemm_float takes this convolution: channels-last, one group.
 bool conv_igemm_applies(const DwShape& s, bool channels_last);
 

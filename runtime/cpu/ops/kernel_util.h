@@ -584,4 +584,10 @@ void gemm(OpContext* ctx, bool trans_a, bool trans_b, int64_t m, int64_t n, int6
           double alpha, const double* a, int64_t lda, const double* b, int64_t ldb,
           double beta, double* c, int64_t ldc);
 
+// y[n][j][i] = x[n][i][j] for n < batch, i < a, j < b, elements of elem_bytes (1, 2, 4 or 8)
+// bytes, in cache blocks split over ctx's workers (the same rule about parallel_range as gemm).
+// In movement.cpp, next to Transpose, which uses it.
+void transpose_matrices(OpContext& ctx, const void* x, void* y, int64_t batch, int64_t a, int64_t b,
+                        size_t elem_bytes);
+
 }  // namespace cuvil::rt::ops

@@ -302,7 +302,7 @@ bool batched_matrix_transpose(const std::vector<int64_t>& dims, const std::vecto
 // y[batch][b][a] = x[batch][a][b] for elements of E bytes, in 32 x 32 blocks so that both
 // sides move whole cache lines; the batches' block rows are split among the workers.
 template <typename E>
-void transpose_matrices(OpContext& ctx, const void* xv, void* yv, int64_t batch, int64_t a, int64_t b) {
+void transpose_blocks(OpContext& ctx, const void* xv, void* yv, int64_t batch, int64_t a, int64_t b) {
   constexpr int64_t kBlock = 32;
   const E* x = static_cast<const E*>(xv);
   E* y = static_cast<E*>(yv);
@@ -322,6 +322,16 @@ void transpose_matrices(OpContext& ctx, const void* xv, void* yv, int64_t batch,
 }
 
 }  // namespace
+
+void transpose_matrices(OpContext& ctx, const void* x, void* y, int64_t batch, int64_t a, int64_t b,
+                        size_t elem_bytes) {
+  switch (elem_bytes) {
+    case 1: return transpose_blocks<uint8_t>(ctx, x, y, batch, a, b);
+    case 2: return transpose_blocks<uint16_t>(ctx, x, y, batch, a, b);
+    case 4: return transpose_blocks<uint32_t>(ctx, x, y, batch, a, b);
+    default: return transpose_blocks<uint64_t>(ctx, x, y, batch, a, b);
+  }
+}
 
 // ---- strided copies: Transpose, Expand, Tile, Slice, DepthToSpace, SpaceToDepth -------------
 
@@ -355,12 +365,10 @@ Status kernel_Transpose(OpContext& ctx) {
   CUVIL_RETURN_IF_ERROR(allocate_checked(ctx, 0, x->dtype, dims, &out));
   int64_t batch = 0, a = 0, b = 0;
   if (out->numel() > 0 && batched_matrix_transpose(x->dims, perm, &batch, &a, &b)) {
-    switch (dtype_bits(x->dtype)) {
-      case 8: transpose_matrices<uint8_t>(ctx, x->data, out->data, batch, a, b); return Status::ok();
-      case 16: transpose_matrices<uint16_t>(ctx, x->data, out->data, batch, a, b); return Status::ok();
-      case 32: transpose_matrices<uint32_t>(ctx, x->data, out->data, batch, a, b); return Status::ok();
-      case 64: transpose_matrices<uint64_t>(ctx, x->data, out->data, batch, a, b); return Status::ok();
-      default: break;
+    const size_t bits = dtype_bits(x->dtype);
+    if (bits == 8 || bits == 16 || bits == 32 || bits == 64) {
+      transpose_matrices(ctx, x->data, out->data, batch, a, b, bits / 8);
+      return Status::ok();
     }
   }
   strided_copy(out->data, x->data, dims, strides, 0, dtype_bits(x->dtype));

@@ -595,6 +595,21 @@ Status conv_forward(OpContext& ctx, const ConvEpilogue* epilogue, bool channels_
         d.p_w = s.w.pad_begin[r - 1];
       }
       const bool depthwise = r <= 2 && conv_depthwise_applies(d, channels_last);
+      // A channels-first convolution of a few input channels (an RGB stem) as well: im2col
+      // would copy each input element k_h * k_w times for a GEMM of depth 3 * k_h * k_w, so
+      // the input is transposed channels-last (it is small), the indirect GEMM writes its
+      // product channels-last, and that comes back channels-first; the epilogue follows there.
+      if (r <= 2 && !channels_last && !depthwise && s.n > 0 && conv_igemm_applies(d, true) &&
+          d.c <= kIgemmChannelsFirstMaxC) {
+        const int64_t pin = d.in_h * d.in_w, pout = d.out_h * d.out_w;
+        std::vector<float> xt(static_cast<size_t>(d.n * pin * d.c)), yt(static_cast<size_t>(d.n * pout * d.m));
+        transpose_matrices(ctx, xp, xt.data(), d.n, d.c, pin, sizeof(float));
+        conv_igemm_float(ctx, d, xt.data(), wp, bp, DwEpilogue{}, yt.data());
+        transpose_matrices(ctx, yt.data(), out.data(), d.n, pout, d.m, sizeof(float));
+        if (epilogue) st = epilogue->apply(out.data(), s.out_dims, nullptr, false);
+        out.finish();
+        return;
+      }
       if (depthwise || (r <= 2 && conv_igemm_applies(d, channels_last))) {
         DwEpilogue e;
         const bool in_registers = epilogue && epilogue->register_form(s.out_dims, &e);
