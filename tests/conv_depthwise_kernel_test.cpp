@@ -366,7 +366,16 @@ TEST(ConvIgemmKernel, StemDownsampleDilationsAndOneDim) {
   bcast.residual = 2;
   bcast.act = "gelu";
   check(bcast);
-  Case few("1-D, 2 input channels, batch 3, stride 2, dilation 2", {3, 2, 29}, {11, 2, 4}, 1);
+  Case pw("1x1 stride 1 (a pointwise layer: pointers straight at the positions), batch 2", {2, 24, 5, 7},
+          {40, 24, 1, 1}, 1);
+  pw.act = "clip";
+  pw.alpha = 0.f;
+  pw.beta = 6.f;
+  check(pw);
+  Case pw_pad("1x1 with padding 1 (not pointwise: the border is the bias)", {1, 6, 3, 4}, {9, 6, 1, 1}, 1);
+  pw_pad.pads = {1, 1, 1, 1};
+  check(pw_pad);
+    Case few("1-D, 2 input channels, batch 3, stride 2, dilation 2", {3, 2, 29}, {11, 2, 4}, 1);
   few.strides = {2};
   few.dilations = {2};
   few.pads = {3, 2};

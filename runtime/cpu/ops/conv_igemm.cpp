@@ -106,6 +106,8 @@ void conv_igemm_float(OpContext& ctx, const DwShape& s, const float* x, const fl
   const int64_t panels_per_chunk = (panels + chunks - 1) / chunks;
   const std::vector<float> zeros(static_cast<size_t>(s.c), 0.f);
   const int64_t in_img = s.in_h * s.in_w * s.c;
+  const bool pointwise = taps == 1 && s.s_h == 1 && s.s_w == 1 && s.p_h == 0 && s.p_w == 0 && s.in_h == s.out_h &&
+                         s.in_w == s.out_w;
 
   const int64_t kd = std::min(depth, path.kd);
   parallel_range(ctx, blocks * chunks, 1, [&](int64_t begin, int64_t end) {
@@ -116,6 +118,10 @@ void conv_igemm_float(OpContext& ctx, const DwShape& s, const float* x, const fl
       const int64_t block = task / chunks, chunk = task % chunks;
       const int64_t g0 = block * block_groups, g1 = std::min(groups, g0 + block_groups);
       if (built != block) {
+        // Output positions in order, their (image, oh, ow) stepped along rather than divided
+        // out; a 1x1 window without padding or stride points straight at the position.
+        const int64_t first = g0 * mr;
+        int64_t n = first / pout, oh = first % pout / s.out_w, ow = first % s.out_w;
         for (int64_t g = g0; g < g1; ++g)
           for (int64_t r = 0; r < mr; ++r) {
             const int64_t row = g * mr + r;
@@ -124,15 +130,23 @@ void conv_igemm_float(OpContext& ctx, const DwShape& s, const float* x, const fl
               for (int64_t t = 0; t < taps; ++t) dst[t * mr] = zeros.data();
               continue;
             }
-            const int64_t n = row / pout, oh = row % pout / s.out_w, ow = row % s.out_w;
-            const float* img = x + n * in_img;
-            for (int64_t kh = 0; kh < s.k_h; ++kh) {
-              const int64_t ih = oh * s.s_h - s.p_h + kh * s.d_h;
-              for (int64_t kw = 0; kw < s.k_w; ++kw) {
-                const int64_t iw = ow * s.s_w - s.p_w + kw * s.d_w;
-                const bool inside = ih >= 0 && ih < s.in_h && iw >= 0 && iw < s.in_w;
-                dst[(kh * s.k_w + kw) * mr] = inside ? img + (ih * s.in_w + iw) * s.c : zeros.data();
+            if (pointwise) {
+              dst[0] = x + row * s.c;
+            } else {
+              const float* img = x + n * in_img;
+              for (int64_t kh = 0; kh < s.k_h; ++kh) {
+                const int64_t ih = oh * s.s_h - s.p_h + kh * s.d_h;
+                const bool row_inside = ih >= 0 && ih < s.in_h;
+                for (int64_t kw = 0; kw < s.k_w; ++kw) {
+                  const int64_t iw = ow * s.s_w - s.p_w + kw * s.d_w;
+                  const bool inside = row_inside && iw >= 0 && iw < s.in_w;
+                  dst[(kh * s.k_w + kw) * mr] = inside ? img + (ih * s.in_w + iw) * s.c : zeros.data();
+                }
               }
+            }
+            if (++ow == s.out_w) {
+              ow = 0;
+              if (++oh == s.out_h) oh = 0, ++n;
             }
           }
         built = block;
