@@ -311,8 +311,8 @@ TEST(ConvDepthwiseKernel, GroupsMultipliersAndBroadcastResidual) {
 }
 
 // One group, channels-last: the indirect-GEMM kernel (runtime/cpu/ops/conv_igemm.h) takes
-// every NHWC case below, and the NCHW ones of at most kIgemmChannelsFirstMaxC input channels
-// between two transposes (the other NCHW ones run the im2col GEMM): ResNet's shapes at small sizes,
+// every NHWC case below, and the NCHW ones with a window or of at most kIgemmChannelsFirstMaxC
+// input channels between two transposes (the other NCHW ones, 1x1, run the GEMM): ResNet's shapes at small sizes,
 // output positions and channels that leave partial row groups and partial panels (more than
 // one panel on every path), taps in the padding, strides, dilations, 1-D, a batch, no bias,
 // each activation and a broadcasting residual (applied after the kernel).

@@ -23,8 +23,8 @@
 
 namespace cuvil::rt::ops {
 
-// Channels-first convolutions of at most this many input channels run on conv_igemm_float
-// between two transposes (nn.cpp) instead of im2col + GEMM.
+// Channels-first one-group convolutions with a window, or of at most this many input
+// channels, run on conv_igemm_float between two transposes (nn.cpp) instead of im2col + GEMM.
 constexpr int64_t kIgemmChannelsFirstMaxC = 4;
 
 // Whether conv_igemm_float takes this convolution: channels-last, one group.

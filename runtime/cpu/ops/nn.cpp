@@ -595,12 +595,13 @@ Status conv_forward(OpContext& ctx, const ConvEpilogue* epilogue, bool channels_
         d.p_w = s.w.pad_begin[r - 1];
       }
       const bool depthwise = r <= 2 && conv_depthwise_applies(d, channels_last);
-      // A channels-first convolution of a few input channels (an RGB stem) as well: im2col
-      // would copy each input element k_h * k_w times for a GEMM of depth 3 * k_h * k_w, so
-      // the input is transposed channels-last (it is small), the indirect GEMM writes its
-      // product channels-last, and that comes back channels-first; the epilogue follows there.
+      // Channels-first convolutions with a window (and any of a few input channels, as an RGB
+      // stem) as well: im2col would copy each input element k_h * k_w times, so instead the
+      // input is transposed channels-last, the indirect GEMM writes its product channels-last,
+      // and that comes back channels-first, where the epilogue follows. A 1x1 window of more
+      // channels reads X as the GEMM's operand in place (below).
       if (r <= 2 && !channels_last && !depthwise && s.n > 0 && conv_igemm_applies(d, true) &&
-          d.c <= kIgemmChannelsFirstMaxC) {
+          (d.c <= kIgemmChannelsFirstMaxC || d.k_h * d.k_w > 1)) {
         const int64_t pin = d.in_h * d.in_w, pout = d.out_h * d.out_w;
         std::vector<float> xt(static_cast<size_t>(d.n * pin * d.c)), yt(static_cast<size_t>(d.n * pout * d.m));
         transpose_matrices(ctx, xp, xt.data(), d.n, d.c, pin, sizeof(float));
