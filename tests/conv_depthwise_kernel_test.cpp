@@ -375,6 +375,14 @@ TEST(ConvIgemmKernel, StemDownsampleDilationsAndOneDim) {
   Case pw_pad("1x1 with padding 1 (not pointwise: the border is the bias)", {1, 6, 3, 4}, {9, 6, 1, 1}, 1);
   pw_pad.pads = {1, 1, 1, 1};
   check(pw_pad);
+    Case rows("5 channels (a window row read as one run), 3x4 kernel, dilation 2 x 1, stride 1 x 2, edges",
+            {2, 5, 9, 11}, {12, 5, 3, 4}, 1);
+  rows.dilations = {2, 1};
+  rows.strides = {1, 2};
+  rows.pads = {1, 2, 0, 1};
+  rows.act = "leaky_relu";
+  rows.alpha = 0.1f;
+  check(rows);
     Case few("1-D, 2 input channels, batch 3, stride 2, dilation 2", {3, 2, 29}, {11, 2, 4}, 1);
   few.strides = {2};
   few.dilations = {2};

@@ -43,6 +43,8 @@ IgemmPath igemm_path() {
   }
 }
 
+// Input channels below which a window row's taps are read as one run (see merge_w).
+constexpr int64_t kMergeRowsBelowChannels = 16;
 // Output positions per task block: the block's input rows and indirection stay in L2 while
 // every weight panel of the task passes over them.
 constexpr int64_t kBlockRows = 96;
@@ -104,14 +106,22 @@ void conv_igemm_float(OpContext& ctx, const DwShape& s, const float* x, const fl
   int64_t chunks = 1;
   if (threads > 1 && blocks < 4 * threads) chunks = std::min<int64_t>(panels, (4 * threads + blocks - 1) / blocks);
   const int64_t panels_per_chunk = (panels + chunks - 1) / chunks;
-  const std::vector<float> zeros(static_cast<size_t>(s.c), 0.f);
+  // With few input channels, the taps of a window row (dilation 1 along it) are one run of
+  // k_w * c floats in the input: the kernel reads them as one tap of that many channels (the
+  // same depth order, so the same sums), reloading its row pointers once per window row
+  // instead of once per c multiply-adds. A run that crosses the input's left or right edge is
+  // copied with its padding zeros into `edge`.
+  const bool merge_w = s.d_w == 1 && s.k_w > 1 && s.c < kMergeRowsBelowChannels;
+  const int64_t ntaps = merge_w ? s.k_h : taps, kc = merge_w ? s.k_w * s.c : s.c;
+  const std::vector<float> zeros(static_cast<size_t>(kc), 0.f);
   const int64_t in_img = s.in_h * s.in_w * s.c;
   const bool pointwise = taps == 1 && s.s_h == 1 && s.s_w == 1 && s.p_h == 0 && s.p_w == 0 && s.in_h == s.out_h &&
                          s.in_w == s.out_w;
 
   const int64_t kd = std::min(depth, path.kd);
   parallel_range(ctx, blocks * chunks, 1, [&](int64_t begin, int64_t end) {
-    std::vector<const float*> ind(static_cast<size_t>(block_groups * taps * mr));
+    std::vector<const float*> ind(static_cast<size_t>(block_groups * ntaps * mr));
+    std::vector<float> edge(merge_w ? static_cast<size_t>(block_groups * mr * ntaps * kc) : 0);
     std::vector<float> partial(kd < depth ? static_cast<size_t>(panels_per_chunk * block_groups * mr * nr) : 0);
     int64_t built = -1;  // the block whose pointers ind holds
     for (int64_t task = begin; task < end; ++task) {
@@ -122,15 +132,38 @@ void conv_igemm_float(OpContext& ctx, const DwShape& s, const float* x, const fl
         // out; a 1x1 window without padding or stride points straight at the position.
         const int64_t first = g0 * mr;
         int64_t n = first / pout, oh = first % pout / s.out_w, ow = first % s.out_w;
+        float* next_edge = edge.data();
         for (int64_t g = g0; g < g1; ++g)
           for (int64_t r = 0; r < mr; ++r) {
             const int64_t row = g * mr + r;
-            const float** dst = ind.data() + (g - g0) * taps * mr + r;
+            const float** dst = ind.data() + (g - g0) * ntaps * mr + r;
             if (row >= rows) {
-              for (int64_t t = 0; t < taps; ++t) dst[t * mr] = zeros.data();
+              for (int64_t t = 0; t < ntaps; ++t) dst[t * mr] = zeros.data();
               continue;
             }
-            if (pointwise) {
+            if (merge_w) {
+              const float* img = x + n * in_img;
+              const int64_t iw0 = ow * s.s_w - s.p_w;
+              for (int64_t kh = 0; kh < s.k_h; ++kh) {
+                const int64_t ih = oh * s.s_h - s.p_h + kh * s.d_h;
+                const float* run = zeros.data();
+                if (ih < 0 || ih >= s.in_h) {
+                  // a window row in the padding reads zeros
+                } else if (iw0 >= 0 && iw0 + s.k_w <= s.in_w) {
+                  run = img + (ih * s.in_w + iw0) * s.c;
+                } else {
+                  for (int64_t kw = 0; kw < s.k_w; ++kw) {
+                    const int64_t iw = iw0 + kw;
+                    float* to = next_edge + kw * s.c;
+                    if (iw >= 0 && iw < s.in_w) std::copy_n(img + (ih * s.in_w + iw) * s.c, s.c, to);
+                    else std::fill_n(to, s.c, 0.f);
+                  }
+                  run = next_edge;
+                  next_edge += kc;
+                }
+                dst[kh * mr] = run;
+              }
+            } else if (pointwise) {
               dst[0] = x + row * s.c;
             } else {
               const float* img = x + n * in_img;
@@ -153,8 +186,8 @@ void conv_igemm_float(OpContext& ctx, const DwShape& s, const float* x, const fl
       }
       IgemmArgs a;
       a.ind = ind.data();
-      a.ntaps = taps;
-      a.kc = s.c;
+      a.ntaps = ntaps;
+      a.kc = kc;
       a.b = bpack;
       a.panel_stride = panel_stride;
       a.g0 = g0;
