@@ -5,32 +5,53 @@
 // Coefficients: least-squares fits on Chebyshev nodes (weighted for relative error) rounded to
 // float; the measured error bounds are in vec_math.h.
 //
-// Trait T: type V; mask type M; set(f); add sub mul div; fma(a, b, c) = a * b + c rounded once;
-// rint (nearest even); max_(a, b) = a > b ? a : b and min_(a, b) = a < b ? a : b (the x86
+// Trait T: type V; mask type M; index type I; set(f); add sub mul div; fma(a, b, c) = a * b + c
+// rounded once; trunc (toward zero); to_index(f) for integral f in [0, 7]; lookup8(table, i) =
+// table[i] for a table of 8 floats; max_(a, b) = a > b ? a : b and min_(a, b) = a < b ? a : b (the x86
 // MAXPS/MINPS rule: the second operand when either is NaN); abs; copysign(mag, sign);
 // lt(a, b); isnan(a); select(m, a, b) = m ? a : b; scale2(p, n) = p * 2^(n >> 1) * 2^(n - (n >> 1))
 // for integral n in [-150, 128] (two exact steps, so subnormal and near-overflow results round
 // once; AVX-512 uses vscalefps, which rounds p * 2^n once: the same bits).
 
+// erf's piecewise polynomials (VecMath::erf): kErfTable[d][i] is the coefficient of u^d on
+// interval i, t = |x| in [i / 2, (i + 1) / 2), u = 2t - i, approximating erf(t) / t. Weighted
+// least-squares fits on Chebyshev nodes (interval 7 over u in [0, 0.8] only, where the clamp
+// stops), rounded to float; kErfTable[0][0] is 2 / sqrt(pi) rounded to float, so erf(x) for
+// tiny x is x times it, within an ulp.
+alignas(32) constexpr float kErfTable[7][8] = {
+    {1.128379226e+00f, 1.040999770e+00f, 8.427007794e-01f, 6.440700889e-01f, 4.976611435e-01f, 3.998372257e-01f, 3.333259821e-01f, 2.857140601e-01f},
+    {-2.187908876e-06f, -1.622177362e-01f, -2.137961388e-01f, -1.750464290e-01f, -1.192486286e-01f, -7.953182608e-02f, -5.553112179e-02f, -4.081552476e-02f},
+    {-9.400822967e-02f, -5.746933445e-02f, 3.113528248e-03f, 2.861346491e-02f, 2.464685217e-02f, 1.536241174e-02f, 9.220401756e-03f, 5.829429254e-03f},
+    {-1.085590484e-04f, 2.080626786e-02f, 1.578139327e-02f, 2.041437663e-03f, -3.155977232e-03f, -2.658670535e-03f, -1.504042884e-03f, -8.311903221e-04f},
+    {7.305435836e-03f, 2.190654865e-03f, -3.670021659e-03f, -2.586004790e-03f, -2.657969890e-04f, 3.266959684e-04f, 2.295402373e-04f, 1.172721604e-04f},
+    {-3.004880273e-04f, -1.830873545e-03f, -2.155130787e-04f, 6.206328981e-04f, 2.436463255e-04f, -4.250814527e-06f, -2.880694046e-05f, -1.556385359e-05f},
+    {-2.654455893e-04f, 2.220549213e-04f, 1.560637465e-04f, -5.206423157e-05f, -4.400909893e-05f, -5.610964763e-06f, 2.132376039e-06f, 1.501526185e-06f},
+};
+
 template <class T> struct VecMath {
   using V = typename T::V;
 
-  // e^x: n = rint(x log2 e), r = x - n ln2 (two-part ln2, |r| <= ln2/2), e^r = 1 + r + r^2 P(r).
+  // e^x: n = rint(x log2 e) (adding 1.5 * 2^23 rounds to an integer), r = x - n ln2 (two-part
+  // ln2, |r| <= ln2/2), e^r = a Horner polynomial of degree 6, times 2^n by scale2 (exact for
+  // normal results; subnormal ones rounded once, overflow to inf). x is clamped to [-104, 88.75]
+  // first, constant first: MAXPS/MINPS return their second operand when either is NaN, so a NaN
+  // passes through the clamps and every later operation, and comes out as x's NaN (quieted)
+  // without a select. 13 vector operations with vscalefps, 21 with AVX2's two-step scale2.
   static inline V exp(V x) {
-    V xc = T::max_(x, T::set(-104.0f));  // NaN becomes -104 here; restored at the end
-    xc = T::min_(xc, T::set(88.75f));
-    const V n = T::rint(T::mul(xc, T::set(1.44269502f)));
+    V xc = T::max_(T::set(-104.0f), x);
+    xc = T::min_(T::set(88.75f), xc);
+    const V magic = T::set(12582912.0f);
+    const V n = T::sub(T::fma(xc, T::set(1.44269502f), magic), magic);
     V r = T::fma(n, T::set(-0.693145751953125f), xc);
     r = T::fma(n, T::set(-1.42860677e-06f), r);
-    V p = T::set(1.982649555e-04f);
-    p = T::fma(p, r, T::set(1.394602121e-03f));
-    p = T::fma(p, r, T::set(8.333429694e-03f));
-    p = T::fma(p, r, T::set(4.166626930e-02f));
-    p = T::fma(p, r, T::set(1.666666567e-01f));
-    p = T::fma(p, r, T::set(5.000000000e-01f));
-    p = T::fma(p, T::mul(r, r), r);
-    p = T::add(p, T::set(1.0f));
-    return T::select(T::isnan(x), x, T::scale2(p, n));
+    V p = T::set(1.385925920e-03f);
+    p = T::fma(p, r, T::set(8.374805562e-03f));
+    p = T::fma(p, r, T::set(4.166772589e-02f));
+    p = T::fma(p, r, T::set(1.666641980e-01f));
+    p = T::fma(p, r, T::set(4.999999404e-01f));
+    p = T::fma(p, r, T::set(1.0f));
+    p = T::fma(p, r, T::set(1.0f));
+    return T::scale2(p, n);
   }
 
   static inline V neg(V x) { return T::sub(T::set(-0.0f), x); }
@@ -52,35 +73,23 @@ template <class T> struct VecMath {
     return T::select(T::isnan(x), x, r);
   }
 
-  // |x| < 0.921875: |x| + |x| G(x^2); else 1 - exp(L(|x| - 2.4)) with L a fit of log erfc,
-  // |x| clamped to 3.925 (where 1 - erfc rounds to 1); sign restored from x.
+  // erf(x) = x g(|x|), g(t) = erf(t) / t, one branch for every x: s = 2|x| clamped to 7.8
+  // (|x| = 3.9; erf rounds to 1 from 3.9192 on), i = trunc(s) picks one of 8 intervals of width 1/2 and
+  // g = P_i(s - i), a degree-6 polynomial whose coefficients are looked up by i (kErfTable: one
+  // permute per coefficient on the vector paths). x g is then clamped to [-1, 1]: beyond 3.9, x g(3.9)
+  // grows past 1 within an ulp of erf, so erf(|x| >= 3.9192) = +-1 exactly. s = 2|x| is exact (no rounding of the argument), and g has no
+  // cancellation (it lies in [0.25, 1.13]), so the relative error is small everywhere, near 0
+  // too; erf(-0) = -0 and erf(+-inf) = +-1. The clamps put their constant first, so a NaN x
+  // gives x's NaN (quieted; the lookup reads interval 7 for it). 22 vector operations.
   static inline V erf(V x) {
     const V ax = T::abs(x);
-    const V s = T::mul(ax, ax);
-    V g = T::set(-1.028426504e-05f);
-    g = T::fma(g, s, T::set(1.145167917e-04f));
-    g = T::fma(g, s, T::set(-8.505954756e-04f));
-    g = T::fma(g, s, T::set(5.222303327e-03f));
-    g = T::fma(g, s, T::set(-2.686580829e-02f));
-    g = T::fma(g, s, T::set(1.128378808e-01f));
-    g = T::fma(g, s, T::set(-3.761263788e-01f));
-    g = T::fma(g, s, T::set(1.283791661e-01f));
-    const V small = T::fma(ax, g, ax);
-    const V t = T::sub(T::min_(ax, T::set(3.925f)), T::set(2.4f));
-    V l = T::set(-3.404601614e-07f);
-    l = T::fma(l, t, T::set(-9.931214890e-07f));
-    l = T::fma(l, t, T::set(1.327800533e-06f));
-    l = T::fma(l, t, T::set(-1.333582804e-05f));
-    l = T::fma(l, t, T::set(8.806085680e-05f));
-    l = T::fma(l, t, T::set(-4.693464434e-04f));
-    l = T::fma(l, t, T::set(2.387578832e-03f));
-    l = T::fma(l, t, T::set(-1.176826935e-02f));
-    l = T::fma(l, t, T::set(-9.405021071e-01f));
-    l = T::fma(l, t, T::set(-5.164236546e+00f));
-    l = T::fma(l, t, T::set(-7.280974865e+00f));
-    const V large = T::sub(T::set(1.0f), exp(l));
-    const V r = T::copysign(T::select(T::lt(ax, T::set(0.921875f)), small, large), x);
-    return T::select(T::isnan(x), x, r);
+    const V s = T::min_(T::add(ax, ax), T::set(7.8f));  // NaN: MINPS returns 7.8
+    const V fi = T::trunc(s);
+    const typename T::I i = T::to_index(fi);
+    const V u = T::sub(s, fi);
+    V g = T::lookup8(kErfTable[6], i);
+    for (int d = 5; d >= 0; --d) g = T::fma(g, u, T::lookup8(kErfTable[d], i));
+    return T::max_(T::set(-1.0f), T::min_(T::set(1.0f), T::mul(x, g)));
   }
 
   // A NaN result of a composed function is the canonical quiet NaN: which operand's NaN an
