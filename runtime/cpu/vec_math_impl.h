@@ -28,6 +28,20 @@ alignas(32) constexpr float kErfTable[7][8] = {
     {-2.654455893e-04f, 2.220549213e-04f, 1.560637465e-04f, -5.206423157e-05f, -4.400909893e-05f, -5.610964763e-06f, 2.132376039e-06f, 1.501526185e-06f},
 };
 
+// GELU's piecewise polynomials (VecMath::gelu): kGeluTable[d][i] is the coefficient of u^d on
+// interval i, s = |x| * 8 / 5.5 in [i, i + 1), u = s - i, approximating G(|x|) =
+// erf(|x| / sqrt 2) / (2 |x|) (interval 7 over u in [0, 0.99] only, where the clamp stops).
+// Least-squares fits on Chebyshev nodes weighted by |x| + 0.3 (an error in G reaches GELU
+// times x^2), rounded to float.
+alignas(32) constexpr float kGeluTable[6][8] = {
+    {3.989423513e-01f, 3.696234524e-01f, 3.021339774e-01f, 2.329308689e-01f, 1.807346344e-01f, 1.453691423e-01f, 1.212076247e-01f, 1.038959473e-01f},
+    {-4.873117632e-06f, -5.464747176e-02f, -7.355865836e-02f, -6.179275364e-02f, -4.291085899e-02f, -2.885715291e-02f, -2.018782683e-02f, -1.484172791e-02f},
+    {-3.137682751e-02f, -1.981349103e-02f, 1.211908821e-04f, 9.363662452e-03f, 8.585367352e-03f, 5.516623612e-03f, 3.345387522e-03f, 2.119161887e-03f},
+    {-2.003301051e-04f, 6.804037374e-03f, 5.473734345e-03f, 9.265388944e-04f, -9.987886297e-04f, -9.245797410e-04f, -5.397864152e-04f, -3.009434440e-04f},
+    {2.604470355e-03f, 5.378436763e-04f, -1.298254821e-03f, -8.444341947e-04f, -8.594506653e-05f, 1.080718357e-04f, 7.809571980e-05f, 4.064600944e-05f},
+    {-3.412944789e-04f, -3.703785478e-04f, 5.885112478e-05f, 1.507482375e-04f, 4.474035813e-05f, -4.482158147e-06f, -7.547216228e-06f, -3.998164175e-06f},
+};
+
 template <class T> struct VecMath {
   using V = typename T::V;
 
@@ -73,6 +87,17 @@ template <class T> struct VecMath {
     return T::select(T::isnan(x), x, r);
   }
 
+  // The piecewise polynomial of `table` (coefficient of u^d on interval i in table[d][i]) at s
+  // in [0, 8): i = trunc(s), u = s - i, Horner's rule over coefficients looked up by i.
+  template <int kRows> static inline V table_poly(const float (&table)[kRows][8], V s) {
+    const V fi = T::trunc(s);
+    const typename T::I i = T::to_index(fi);
+    const V u = T::sub(s, fi);
+    V p = T::lookup8(table[kRows - 1], i);
+    for (int d = kRows - 2; d >= 0; --d) p = T::fma(p, u, T::lookup8(table[d], i));
+    return p;
+  }
+
   // erf(x) = x g(|x|), g(t) = erf(t) / t, one branch for every x: s = 2|x| clamped to 7.8
   // (|x| = 3.9; erf rounds to 1 from 3.9192 on), i = trunc(s) picks one of 8 intervals of width 1/2 and
   // g = P_i(s - i), a degree-6 polynomial whose coefficients are looked up by i (kErfTable: one
@@ -80,16 +105,11 @@ template <class T> struct VecMath {
   // grows past 1 within an ulp of erf, so erf(|x| >= 3.9192) = +-1 exactly. s = 2|x| is exact (no rounding of the argument), and g has no
   // cancellation (it lies in [0.25, 1.13]), so the relative error is small everywhere, near 0
   // too; erf(-0) = -0 and erf(+-inf) = +-1. The clamps put their constant first, so a NaN x
-  // gives x's NaN (quieted; the lookup reads interval 7 for it). 22 vector operations.
+  // gives x's NaN (quieted; the lookup reads interval 7 for it). 20 vector operations.
   static inline V erf(V x) {
     const V ax = T::abs(x);
     const V s = T::min_(T::add(ax, ax), T::set(7.8f));  // NaN: MINPS returns 7.8
-    const V fi = T::trunc(s);
-    const typename T::I i = T::to_index(fi);
-    const V u = T::sub(s, fi);
-    V g = T::lookup8(kErfTable[6], i);
-    for (int d = 5; d >= 0; --d) g = T::fma(g, u, T::lookup8(kErfTable[d], i));
-    return T::max_(T::set(-1.0f), T::min_(T::set(1.0f), T::mul(x, g)));
+    return T::max_(T::set(-1.0f), T::min_(T::set(1.0f), T::mul(x, table_poly(kErfTable, s))));
   }
 
   // A NaN result of a composed function is the canonical quiet NaN: which operand's NaN an
@@ -103,10 +123,16 @@ template <class T> struct VecMath {
     const V r = T::select(T::lt(x, T::set(0.0f)), T::div(e, d), T::div(T::set(1.0f), d));
     return T::select(T::isnan(x), x, r);
   }
-  // (0.5 x) (1 + erf(x * 0.70710678)), as kernel_Gelu always spelled it.
+  // 0.5 x (1 + erf(x / sqrt 2)) = x Phi(x) in one branch of its own: Phi(x) = 0.5 + x G(|x|),
+  // G from kGeluTable at s = |x| 8 / 5.5 (rounding s moves GELU by under 0.3 ulp), |x| clamped
+  // to 5.493 (Phi is within 2e-8 of 0 or 1 there), Phi clamped to [0, 1]. 21 vector
+  // operations. A NaN x gives x's NaN quieted (Phi carries the same NaN, so the operand order of
+  // the last multiply cannot matter); -inf gives -inf * 0, the machine's default NaN, as the
+  // unfused graph does.
   static inline V gelu(V x) {
-    const V e = erf(T::mul(x, T::set(0.70710678118654752440f)));
-    return canon_nan(T::mul(T::mul(T::set(0.5f), x), T::add(T::set(1.0f), e)));
+    const V s = T::min_(T::mul(T::abs(x), T::set(1.4545454f)), T::set(7.99f));  // NaN: MINPS gives 7.99
+    const V phi = T::fma(x, table_poly(kGeluTable, s), T::set(0.5f));
+    return T::mul(x, T::max_(T::set(0.0f), T::min_(T::set(1.0f), phi)));
   }
   // (0.5 x) (1 + tanh(k (x + ((0.044715 x) x) x))).
   static inline V gelu_tanh(V x) {
