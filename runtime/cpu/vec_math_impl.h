@@ -183,14 +183,18 @@ template <class T> struct VecDrivers {
   // *m = the scalar loop's `m = x[i] > m ? x[i] : m` over the blocks: lanes start at *m and
   // keep it when it is NaN (MAXPS returns its second operand then), so NaN comes out exactly
   // when *m was NaN, and otherwise the largest non-NaN element (order does not change a max).
+  // Four accumulators, so the loop is not one chain of MAXPS latencies (softmax's first pass).
   static inline int64_t max(const float* x, int64_t n, float* m) {
-    V acc = T::set(*m);
+    V acc[4];
+    for (V& a : acc) a = T::set(*m);
     int64_t i = 0;
-    for (; i + kW <= n; i += kW) acc = T::max_(T::load(x + i), acc);
-    float lanes[kW];
-    T::store(lanes, acc);
+    for (; i + 4 * kW <= n; i += 4 * kW)
+      for (int k = 0; k < 4; ++k) acc[k] = T::max_(T::load(x + i + k * kW), acc[k]);
+    for (; i + kW <= n; i += kW) acc[0] = T::max_(T::load(x + i), acc[0]);
+    float lanes[4 * kW];
+    for (int k = 0; k < 4; ++k) T::store(lanes + k * kW, acc[k]);
     float r = *m;
-    for (int k = 0; k < kW; ++k) r = lanes[k] > r ? lanes[k] : r;
+    for (float v : lanes) r = v > r ? v : r;
     *m = r;
     return i;
   }
