@@ -214,7 +214,9 @@ TEST(VecMath, EveryPathGivesThePortableBits) {
 TEST(VecMath, SumsAreTheSameOnEveryPath) {
   std::vector<float> x;
   for (int i = 0; i < 1000 + 13; ++i) x.push_back(std::sin(static_cast<float>(i) * 0.37f) * 3.0f + 0.01f * i);
-  const std::vector<float> scale(x.rbegin(), x.rend()), bias(x.begin() + 1, x.end());
+  const std::vector<float> scale(x.rbegin(), x.rend());
+  std::vector<float> bias(x.begin() + 1, x.end());  // x shifted by one, as long as x (every n reads it)
+  bias.push_back(x.front());
   // Every result's bits, for lengths around the 16-lane blocks and with tails.
   auto collect = [&] {
     std::vector<uint32_t> got;
