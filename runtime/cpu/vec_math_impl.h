@@ -120,7 +120,7 @@ template <class T> struct VecMath {
   static inline V sigmoid(V x) {
     const V e = exp(neg(T::abs(x)));
     const V d = T::add(T::set(1.0f), e);
-    const V r = T::select(T::lt(x, T::set(0.0f)), T::div(e, d), T::div(T::set(1.0f), d));
+    const V r = T::div(T::select(T::lt(x, T::set(0.0f)), e, T::set(1.0f)), d);  // one division
     return T::select(T::isnan(x), x, r);
   }
   // 0.5 x (1 + erf(x / sqrt 2)) = x Phi(x) in one branch of its own: Phi(x) = 0.5 + x G(|x|),
