@@ -191,8 +191,9 @@ template <class T> struct VecDrivers {
     for (; i + 4 * kW <= n; i += 4 * kW)
       for (int k = 0; k < 4; ++k) acc[k] = T::max_(T::load(x + i + k * kW), acc[k]);
     for (; i + kW <= n; i += kW) acc[0] = T::max_(T::load(x + i), acc[0]);
-    float lanes[4 * kW];
-    for (int k = 0; k < 4; ++k) T::store(lanes + k * kW, acc[k]);
+    for (int k = 1; k < 4; ++k) acc[0] = T::max_(acc[k], acc[0]);  // ties keep the earlier block
+    float lanes[kW];
+    T::store(lanes, acc[0]);
     float r = *m;
     for (float v : lanes) r = v > r ? v : r;
     *m = r;
