@@ -3,8 +3,10 @@
 // Includes no header with inline library code, so no AVX-512 instruction can leak into code
 // that other paths run.
 #if defined(__x86_64__)
-// GCC 12 warns that _mm512_undefined_ps() is "maybe uninitialized" inside max/min intrinsics.
+// GCC 12 warns that _mm512_undefined_ps() is "maybe uninitialized" (or "uninitialized", when
+// the maxima of an unrolled loop are folded) inside max/min intrinsics.
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#pragma GCC diagnostic ignored "-Wuninitialized"
 #include <immintrin.h>
 
 #include <cstdint>
