@@ -105,7 +105,7 @@ template <class T> struct VecMath {
   // grows past 1 within an ulp of erf, so erf(|x| >= 3.9192) = +-1 exactly. s = 2|x| is exact (no rounding of the argument), and g has no
   // cancellation (it lies in [0.25, 1.13]), so the relative error is small everywhere, near 0
   // too; erf(-0) = -0 and erf(+-inf) = +-1. The clamps put their constant first, so a NaN x
-  // gives x's NaN (quieted; the lookup reads interval 7 for it). 20 vector operations.
+  // gives x's NaN (quieted; the lookup reads interval 7 for it). 22 vector operations.
   static inline V erf(V x) {
     const V ax = T::abs(x);
     const V s = T::min_(T::add(ax, ax), T::set(7.8f));  // NaN: MINPS returns 7.8
