@@ -194,8 +194,12 @@ template <class T> struct VecDrivers {
     for (int k = 1; k < 4; ++k) acc[0] = T::max_(acc[k], acc[0]);  // ties keep the earlier block
     float lanes[kW];
     T::store(lanes, acc[0]);
+    // Lanes folded as a tree (a short dependency chain: it sits between softmax's max pass and
+    // its exp pass), ties keeping the lower lane; every lane started at *m.
+    for (int step = kW / 2; step >= 1; step /= 2)
+      for (int j = 0; j < step; ++j) lanes[j] = lanes[j + step] > lanes[j] ? lanes[j + step] : lanes[j];
     float r = *m;
-    for (float v : lanes) r = v > r ? v : r;
+    r = lanes[0] > r ? lanes[0] : r;
     *m = r;
     return i;
   }
