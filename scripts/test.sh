@@ -60,11 +60,12 @@ if [ "$sanitizers" -eq 1 ]; then
   # files, kernel inputs, the attention, convolution and transpose kernels, --freeze and If
   # branches of different ranks), cuvil-run (with its traces and reports), concurrent runs, thread-start failure, the worker pool and run statistics, deadlines and
   # cancellation, the config reader, the passes, the fuzz corpora and regressions, the parsers
-  # and the atomic output writer under faults (OutputFile: killed writes, full disk). The
+  # and the atomic output writer under faults (OutputFile: killed writes, full disk), and
+  # vec_math (VecMath: its table lookups by a computed index, its float-to-int steps). The
   # Conformance suites stay out: too slow for this stage.
   export ASAN_OPTIONS=detect_leaks=0 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
   stage sanitizer 900 ctest --test-dir "$here/build-asan" --output-on-failure -j2 \
-    -R '^(BadInput|BadPackage|Package|Frontend|Symbolic|BadRuntimeInput|BadNpy|BadKernelInput|CliRun|RuntimeConcurrency|ControlFlow|LoopSequences|TfIdfVectorizerKernel|OutputFile|RuntimeThreads|RuntimeDeadline|RuntimeCancel|RuntimeDispatch|RuntimeRunStats|Config|Canonicalize|ShapeArithmetic|PassGolden|FuzzRegressions|LowerGenerators|FusedAttentionKernel|PoolKernel|FusedLinearKernel|CliRunFused|FusedPointwiseKernel|QuickGeluConfigs|ModelReferences|FuseAttentionModels|RunTrace|CliRunTrace|KvCache|KvCachePackage|CliGenerate|CliDevice|QuantCalibData|QuantObserver|QuantQdq|QuantCli|QuantConfig|GemmInt8Kernel|Int8OpsKernel|QdqImport|Megakernel|MegakernelDeviceForm|PtxSection|CuvilcPtx|ConvIgemmKernel|ConvDepthwiseKernel|TransposeKernel|Freeze|IfBranchRanks)'
+    -R '^(BadInput|BadPackage|Package|Frontend|Symbolic|BadRuntimeInput|BadNpy|BadKernelInput|CliRun|RuntimeConcurrency|ControlFlow|LoopSequences|TfIdfVectorizerKernel|OutputFile|RuntimeThreads|RuntimeDeadline|RuntimeCancel|RuntimeDispatch|RuntimeRunStats|Config|Canonicalize|ShapeArithmetic|PassGolden|FuzzRegressions|LowerGenerators|FusedAttentionKernel|PoolKernel|FusedLinearKernel|CliRunFused|FusedPointwiseKernel|QuickGeluConfigs|ModelReferences|FuseAttentionModels|RunTrace|CliRunTrace|KvCache|KvCachePackage|CliGenerate|CliDevice|QuantCalibData|QuantObserver|QuantQdq|QuantCli|QuantConfig|GemmInt8Kernel|Int8OpsKernel|QdqImport|Megakernel|MegakernelDeviceForm|PtxSection|CuvilcPtx|ConvIgemmKernel|ConvDepthwiseKernel|TransposeKernel|Freeze|IfBranchRanks|VecMath)'
   unset ASAN_OPTIONS UBSAN_OPTIONS
   # Every target for ~30 s from the in-tree seeds; a finding fails the stage.
   stage "fuzz smoke" 1200 bash "$here/scripts/fuzz.sh" all 30

@@ -606,6 +606,43 @@ TEST(TileLoop, VecMathUnaryOpsMatchTheirKernelsBitForBit) {
   ASSERT_TRUE(rt::set_cpu_path_for_testing(before));
 }
 
+// Kernels that only map one tensor through unary functions (Load, Unary..., Store) run their
+// rows straight from source to destination (tile_interpreter.cpp, direct_unary_chain): the
+// same bits as the whole-tensor kernels on every path, with tiles of several rows, rows wider
+// than a tile (two column tiles, the second at an offset) and chains of several functions.
+TEST(TileLoop, UnaryChainKernelsMatchTheirKernelsBitForBit) {
+  const std::vector<std::vector<const char*>> chains = {{"Gelu"}, {"Erf"}, {"Exp", "Erf"}, {"Sigmoid", "Tanh", "Gelu"}};
+  const rt::CpuPath before = rt::active_cpu_path();
+  for (const auto& chain : chains) {
+    SCOPED_TRACE(std::string(chain.front()) + " chain of " + std::to_string(chain.size()));
+    onnx::ModelProto m = test::make_model(20);
+    auto* g = m.mutable_graph();
+    test::add_input(g, "x", Tp::FLOAT, {"r", "c"});
+    std::string prev = "x";
+    for (size_t i = 0; i < chain.size(); ++i) {
+      const std::string out = i + 1 == chain.size() ? "y" : "t" + std::to_string(i);
+      test::add_node(g, chain[i], {prev}, {out}, "f" + std::to_string(i));
+      prev = out;
+    }
+    test::add_output(g, "y", Tp::FLOAT, {"r", "c"});
+    const std::vector<std::string> dims = {"r=1:64", "c=1:6000"};
+    const Compiled fused = compile(m, true, dims);
+    EXPECT_EQ(count_tile_opcode(fused.lowered.program, rt::TileOpcode::Unary), static_cast<int>(chain.size()))
+        << rt::disassemble(fused.lowered.program);
+    EXPECT_EQ(count_tile_opcode(fused.lowered.program, rt::TileOpcode::Binary), 0);
+    for (rt::CpuPath path : rt::supported_cpu_paths()) {
+      SCOPED_TRACE(rt::cpu_path_name(path));
+      ASSERT_TRUE(rt::set_cpu_path_for_testing(path));
+      std::vector<std::vector<std::pair<std::string, Tensor>>> sets;
+      uint32_t seed = 5;
+      for (std::vector<int64_t> d : {std::vector<int64_t>{1, 1003}, {7, 768}, {3, 5000}})
+        sets.push_back({{"x", make_tensor(1, d, random_floats(static_cast<size_t>(d[0] * d[1]), seed++, true))}});
+      expect_fused_matches(m, dims, sets, 0.f, 0);
+    }
+  }
+  ASSERT_TRUE(rt::set_cpu_path_for_testing(before));
+}
+
 // Gemm with both transposes, alpha and C, then Sigmoid: FusedMatMul with transA and transB.
 void FusedMatMulFromGemmWithTransposes_body();
 TEST(TileLoop, FusedMatMulFromGemmWithTransposes) { for_each_cpu_path(FusedMatMulFromGemmWithTransposes_body); }

@@ -351,6 +351,21 @@ class KernelRun {
     }
   }
 
+  // A unary-chain kernel (direct_unary_chain) on one tile: each row goes from the loaded
+  // tensor to the stored one through the chain's functions, the first from source to
+  // destination, the rest in place there.
+  void run_unary_chain(const std::vector<Insn>& body, const TilePos& t) const {
+    const BoundMap &src = maps_[body.front().a[1]], &dst = maps_[body.back().a[0]];
+    for (int64_t r = 0; r < t.nr; ++r) {
+      const float* x = reinterpret_cast<const float*>(src.base) + row_offset(src, dims_, t.r0 + r) + t.c0;
+      float* y = reinterpret_cast<float*>(dst.base) + row_offset(dst, dims_, t.r0 + r) + t.c0;
+      for (size_t i = 1; i + 1 < body.size(); ++i) {
+        run_unary(static_cast<UnaryFn>(body[i].a[0]), y, x, t.nc);
+        x = y;
+      }
+    }
+  }
+
  private:
   // Outside the loop a tile is [nr x nc] (such maps have no loop stride); inside, each
   // element gets the chunk's kc loop steps ([nr x nc x kc]).
@@ -517,6 +532,37 @@ Status check_map_span(const Program& program, const TileKernel& k, size_t m, con
   return Status::ok();
 }
 
+// Whether a kernel only maps one float tensor into another through unary functions (Load r;
+// Unary f r...; Store r, no loop) with unit column strides on both sides, so that its tiles can
+// run row by row straight from source to destination (KernelRun::run_unary_chain), as the
+// whole-tensor kernels do: no round trip through a register tile, and the memory stream
+// overlaps the maths (a one-op Gelu or Erf kernel is then as fast as its CallOp). The same
+// functions in the same order on the same floats: the same bits. The two maps must be the same
+// elements (in place) or touch disjoint bytes, since rows are stored before later rows load.
+bool direct_unary_chain(const std::vector<Insn>& body, const std::vector<BoundMap>& maps,
+                        const std::vector<int64_t>& dims) {
+  if (body.size() < 3 || body.front().op != TileOpcode::Load || body.back().op != TileOpcode::Store) return false;
+  uint32_t reg = body.front().a[0];
+  for (size_t i = 1; i + 1 < body.size(); ++i) {
+    if (body[i].op != TileOpcode::Unary || body[i].a[2] != reg) return false;
+    reg = body[i].a[1];
+  }
+  if (body.back().a[1] != reg) return false;
+  const BoundMap &src = maps[body.front().a[1]], &dst = maps[body.back().a[0]];
+  if (src.dtype != DType::Float || dst.dtype != DType::Float || src.col_stride() != 1 || dst.col_stride() != 1 ||
+      src.loop_stride != 0 || dst.loop_stride != 0)
+    return false;
+  if (src.base + src.offset * 4 == dst.base + dst.offset * 4 && src.strides == dst.strides) return true;
+  // Byte ranges [lo, hi] each map touches over the domain (bounds already proven).
+  auto range = [&](const BoundMap& m) {
+    int64_t lo = m.offset, hi = m.offset;
+    for (size_t i = 0; i < dims.size(); ++i) (m.strides[i] < 0 ? lo : hi) += (dims[i] - 1) * m.strides[i];
+    return std::make_pair(m.base + lo * 4, m.base + hi * 4 + 4);
+  };
+  const auto a = range(src), b = range(dst);
+  return a.second <= b.first || b.second <= a.first;
+}
+
 Status run_tile_kernel(const Program& program, uint32_t kernel_index, ExprEvaluator& eval,
                        std::vector<TensorView>& views, ThreadPool& pool) {
   const TileKernel& k = program.kernels[kernel_index];
@@ -610,6 +656,7 @@ Status run_tile_kernel(const Program& program, uint32_t kernel_index, ExprEvalua
   const int64_t tiles = segments * tiles_r * tiles_c;
   const size_t regs = k.registers;
   const KernelRun runner(dims, maps, loop_extent, reg_elems);
+  const bool unary_chain = !has_loop && direct_unary_chain(body, maps, dims);
 
   auto work = [&](int64_t begin, int64_t end, int) {
     thread_local Scratch scratch;
@@ -623,6 +670,10 @@ Status run_tile_kernel(const Program& program, uint32_t kernel_index, ExprEvalua
       pos.c0 = (in_seg % tiles_c) * tile_cols;
       pos.nr = std::min(tile_rows, seg_rows - sr0);
       pos.nc = std::min(tile_cols, cols - pos.c0);
+      if (unary_chain) {
+        runner.run_unary_chain(body, pos);
+        continue;
+      }
       runner.run(body, 0, init_end, false, pos, scratch);
       if (has_loop) {
         for (pos.k0 = 0; pos.k0 < loop_extent; pos.k0 += chunk) {

@@ -15,6 +15,7 @@ namespace {
 struct Scalar {
   using V = float;
   using M = bool;
+  using I = int32_t;
   static constexpr int kWidth = 1;
   static V set(float f) { return f; }
   static V load(const float* p) { return *p; }
@@ -24,7 +25,9 @@ struct Scalar {
   static V mul(V a, V b) { return a * b; }
   static V div(V a, V b) { return a / b; }
   static V fma(V a, V b, V c) { return std::fma(a, b, c); }
-  static V rint(V a) { return std::nearbyint(a); }  // the default rounding mode: nearest even
+  static V trunc(V a) { return std::trunc(a); }
+  static I to_index(V a) { return static_cast<I>(a); }
+  static V lookup8(const float* table, I i) { return table[i]; }
   static V max_(V a, V b) { return a > b ? a : b; }
   static V min_(V a, V b) { return a < b ? a : b; }
   static V abs(V a) { return std::fabs(a); }
@@ -39,6 +42,7 @@ struct Scalar {
     return f;
   }
   static V scale2(V p, V n) {
+    if (n != n) return p;  // exp's NaN (p is NaN too); the vector paths' integer garbage times p
     const int32_t i = static_cast<int32_t>(n);
     const int32_t i1 = i >> 1;  // arithmetic shift, as vpsrad
     return (p * pow2(i1)) * pow2(i - i1);

@@ -12,6 +12,7 @@ namespace {
 struct Avx2 {
   using V = __m256;
   using M = __m256;
+  using I = __m256i;
   static constexpr int kWidth = 8;
   static V set(float f) { return _mm256_set1_ps(f); }
   static V load(const float* p) { return _mm256_loadu_ps(p); }
@@ -21,7 +22,9 @@ struct Avx2 {
   static V mul(V a, V b) { return _mm256_mul_ps(a, b); }
   static V div(V a, V b) { return _mm256_div_ps(a, b); }
   static V fma(V a, V b, V c) { return _mm256_fmadd_ps(a, b, c); }
-  static V rint(V a) { return _mm256_round_ps(a, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC); }
+  static V trunc(V a) { return _mm256_round_ps(a, _MM_FROUND_TO_ZERO | _MM_FROUND_NO_EXC); }
+  static I to_index(V a) { return _mm256_cvttps_epi32(a); }
+  static V lookup8(const float* table, I i) { return _mm256_permutevar8x32_ps(_mm256_load_ps(table), i); }
   static V max_(V a, V b) { return _mm256_max_ps(a, b); }
   static V min_(V a, V b) { return _mm256_min_ps(a, b); }
   static V abs(V a) { return _mm256_andnot_ps(_mm256_set1_ps(-0.0f), a); }

@@ -3,8 +3,10 @@
 // Includes no header with inline library code, so no AVX-512 instruction can leak into code
 // that other paths run.
 #if defined(__x86_64__)
-// GCC 12 warns that _mm512_undefined_ps() is "maybe uninitialized" inside max/min intrinsics.
+// GCC 12 warns that _mm512_undefined_ps() is "maybe uninitialized" (or "uninitialized", when
+// the maxima of an unrolled loop are folded) inside max/min intrinsics.
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#pragma GCC diagnostic ignored "-Wuninitialized"
 #include <immintrin.h>
 
 #include <cstdint>
@@ -15,6 +17,7 @@ namespace {
 struct Avx512 {
   using V = __m512;
   using M = __mmask16;
+  using I = __m512i;
   static constexpr int kWidth = 16;
   static V set(float f) { return _mm512_set1_ps(f); }
   static V load(const float* p) { return _mm512_loadu_ps(p); }
@@ -24,7 +27,10 @@ struct Avx512 {
   static V mul(V a, V b) { return _mm512_mul_ps(a, b); }
   static V div(V a, V b) { return _mm512_div_ps(a, b); }
   static V fma(V a, V b, V c) { return _mm512_fmadd_ps(a, b, c); }
-  static V rint(V a) { return _mm512_roundscale_ps(a, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC); }
+  static V trunc(V a) { return _mm512_roundscale_ps(a, _MM_FROUND_TO_ZERO | _MM_FROUND_NO_EXC); }
+  static I to_index(V a) { return _mm512_cvttps_epi32(a); }
+  // The 8-entry table in both halves (the index is in [0, 7]); vpermps picks lane i.
+  static V lookup8(const float* table, I i) { return _mm512_permutexvar_ps(i, _mm512_broadcast_f32x8(_mm256_load_ps(table))); }
   static V max_(V a, V b) { return _mm512_max_ps(a, b); }
   static V min_(V a, V b) { return _mm512_min_ps(a, b); }
   static V abs(V a) { return _mm512_andnot_ps(_mm512_set1_ps(-0.0f), a); }

@@ -5,32 +5,67 @@
 // Coefficients: least-squares fits on Chebyshev nodes (weighted for relative error) rounded to
 // float; the measured error bounds are in vec_math.h.
 //
-// Trait T: type V; mask type M; set(f); add sub mul div; fma(a, b, c) = a * b + c rounded once;
-// rint (nearest even); max_(a, b) = a > b ? a : b and min_(a, b) = a < b ? a : b (the x86
+// Trait T: type V; mask type M; index type I; set(f); add sub mul div; fma(a, b, c) = a * b + c
+// rounded once; trunc (toward zero); to_index(f) for integral f in [0, 7]; lookup8(table, i) =
+// table[i] for a table of 8 floats; max_(a, b) = a > b ? a : b and min_(a, b) = a < b ? a : b (the x86
 // MAXPS/MINPS rule: the second operand when either is NaN); abs; copysign(mag, sign);
 // lt(a, b); isnan(a); select(m, a, b) = m ? a : b; scale2(p, n) = p * 2^(n >> 1) * 2^(n - (n >> 1))
 // for integral n in [-150, 128] (two exact steps, so subnormal and near-overflow results round
 // once; AVX-512 uses vscalefps, which rounds p * 2^n once: the same bits).
 
+// erf's piecewise polynomials (VecMath::erf): kErfTable[d][i] is the coefficient of u^d on
+// interval i, t = |x| in [i / 2, (i + 1) / 2), u = 2t - i, approximating erf(t) / t. Weighted
+// least-squares fits on Chebyshev nodes (interval 7 over u in [0, 0.8] only, where the clamp
+// stops), rounded to float; kErfTable[0][0] is 2 / sqrt(pi) rounded to float, so erf(x) for
+// tiny x is x times it, within an ulp.
+alignas(32) constexpr float kErfTable[7][8] = {
+    {1.128379226e+00f, 1.040999770e+00f, 8.427007794e-01f, 6.440700889e-01f, 4.976611435e-01f, 3.998372257e-01f, 3.333259821e-01f, 2.857140601e-01f},
+    {-2.187908876e-06f, -1.622177362e-01f, -2.137961388e-01f, -1.750464290e-01f, -1.192486286e-01f, -7.953182608e-02f, -5.553112179e-02f, -4.081552476e-02f},
+    {-9.400822967e-02f, -5.746933445e-02f, 3.113528248e-03f, 2.861346491e-02f, 2.464685217e-02f, 1.536241174e-02f, 9.220401756e-03f, 5.829429254e-03f},
+    {-1.085590484e-04f, 2.080626786e-02f, 1.578139327e-02f, 2.041437663e-03f, -3.155977232e-03f, -2.658670535e-03f, -1.504042884e-03f, -8.311903221e-04f},
+    {7.305435836e-03f, 2.190654865e-03f, -3.670021659e-03f, -2.586004790e-03f, -2.657969890e-04f, 3.266959684e-04f, 2.295402373e-04f, 1.172721604e-04f},
+    {-3.004880273e-04f, -1.830873545e-03f, -2.155130787e-04f, 6.206328981e-04f, 2.436463255e-04f, -4.250814527e-06f, -2.880694046e-05f, -1.556385359e-05f},
+    {-2.654455893e-04f, 2.220549213e-04f, 1.560637465e-04f, -5.206423157e-05f, -4.400909893e-05f, -5.610964763e-06f, 2.132376039e-06f, 1.501526185e-06f},
+};
+
+// GELU's piecewise polynomials (VecMath::gelu): kGeluTable[d][i] is the coefficient of u^d on
+// interval i, s = |x| * 8 / 5.5 in [i, i + 1), u = s - i, approximating G(|x|) =
+// erf(|x| / sqrt 2) / (2 |x|) (interval 7 over u in [0, 0.99] only, where the clamp stops).
+// Least-squares fits on Chebyshev nodes weighted by |x| + 0.3 (an error in G reaches GELU
+// times x^2), rounded to float.
+alignas(32) constexpr float kGeluTable[6][8] = {
+    {3.989423513e-01f, 3.696234524e-01f, 3.021339774e-01f, 2.329308689e-01f, 1.807346344e-01f, 1.453691423e-01f, 1.212076247e-01f, 1.038959473e-01f},
+    {-4.873117632e-06f, -5.464747176e-02f, -7.355865836e-02f, -6.179275364e-02f, -4.291085899e-02f, -2.885715291e-02f, -2.018782683e-02f, -1.484172791e-02f},
+    {-3.137682751e-02f, -1.981349103e-02f, 1.211908821e-04f, 9.363662452e-03f, 8.585367352e-03f, 5.516623612e-03f, 3.345387522e-03f, 2.119161887e-03f},
+    {-2.003301051e-04f, 6.804037374e-03f, 5.473734345e-03f, 9.265388944e-04f, -9.987886297e-04f, -9.245797410e-04f, -5.397864152e-04f, -3.009434440e-04f},
+    {2.604470355e-03f, 5.378436763e-04f, -1.298254821e-03f, -8.444341947e-04f, -8.594506653e-05f, 1.080718357e-04f, 7.809571980e-05f, 4.064600944e-05f},
+    {-3.412944789e-04f, -3.703785478e-04f, 5.885112478e-05f, 1.507482375e-04f, 4.474035813e-05f, -4.482158147e-06f, -7.547216228e-06f, -3.998164175e-06f},
+};
+
 template <class T> struct VecMath {
   using V = typename T::V;
 
-  // e^x: n = rint(x log2 e), r = x - n ln2 (two-part ln2, |r| <= ln2/2), e^r = 1 + r + r^2 P(r).
+  // e^x: n = rint(x log2 e) (adding 1.5 * 2^23 rounds to an integer), r = x - n ln2 (two-part
+  // ln2, |r| <= ln2/2), e^r = a Horner polynomial of degree 6, times 2^n by scale2 (exact for
+  // normal results; subnormal ones rounded once, overflow to inf). x is clamped to [-104, 88.75]
+  // first, constant first: MAXPS/MINPS return their second operand when either is NaN, so a NaN
+  // passes through the clamps and every later operation, and comes out as x's NaN (quieted)
+  // without a select. 13 vector operations with vscalefps, 21 with AVX2's two-step scale2.
   static inline V exp(V x) {
-    V xc = T::max_(x, T::set(-104.0f));  // NaN becomes -104 here; restored at the end
-    xc = T::min_(xc, T::set(88.75f));
-    const V n = T::rint(T::mul(xc, T::set(1.44269502f)));
+    V xc = T::max_(T::set(-104.0f), x);
+    xc = T::min_(T::set(88.75f), xc);
+    const V magic = T::set(12582912.0f);
+    const V n = T::sub(T::fma(xc, T::set(1.44269502f), magic), magic);
     V r = T::fma(n, T::set(-0.693145751953125f), xc);
     r = T::fma(n, T::set(-1.42860677e-06f), r);
-    V p = T::set(1.982649555e-04f);
-    p = T::fma(p, r, T::set(1.394602121e-03f));
-    p = T::fma(p, r, T::set(8.333429694e-03f));
-    p = T::fma(p, r, T::set(4.166626930e-02f));
-    p = T::fma(p, r, T::set(1.666666567e-01f));
-    p = T::fma(p, r, T::set(5.000000000e-01f));
-    p = T::fma(p, T::mul(r, r), r);
-    p = T::add(p, T::set(1.0f));
-    return T::select(T::isnan(x), x, T::scale2(p, n));
+    V p = T::set(1.385925920e-03f);
+    p = T::fma(p, r, T::set(8.374805562e-03f));
+    p = T::fma(p, r, T::set(4.166772589e-02f));
+    p = T::fma(p, r, T::set(1.666641980e-01f));
+    p = T::fma(p, r, T::set(4.999999404e-01f));
+    p = T::fma(p, r, T::set(1.0f));
+    p = T::fma(p, r, T::set(1.0f));
+    return T::scale2(p, n);
   }
 
   static inline V neg(V x) { return T::sub(T::set(-0.0f), x); }
@@ -52,35 +87,29 @@ template <class T> struct VecMath {
     return T::select(T::isnan(x), x, r);
   }
 
-  // |x| < 0.921875: |x| + |x| G(x^2); else 1 - exp(L(|x| - 2.4)) with L a fit of log erfc,
-  // |x| clamped to 3.925 (where 1 - erfc rounds to 1); sign restored from x.
+  // The piecewise polynomial of `table` (coefficient of u^d on interval i in table[d][i]) at s
+  // in [0, 8): i = trunc(s), u = s - i, Horner's rule over coefficients looked up by i.
+  template <int kRows> static inline V table_poly(const float (&table)[kRows][8], V s) {
+    const V fi = T::trunc(s);
+    const typename T::I i = T::to_index(fi);
+    const V u = T::sub(s, fi);
+    V p = T::lookup8(table[kRows - 1], i);
+    for (int d = kRows - 2; d >= 0; --d) p = T::fma(p, u, T::lookup8(table[d], i));
+    return p;
+  }
+
+  // erf(x) = x g(|x|), g(t) = erf(t) / t, one branch for every x: s = 2|x| clamped to 7.8
+  // (|x| = 3.9; erf rounds to 1 from 3.9192 on), i = trunc(s) picks one of 8 intervals of width 1/2 and
+  // g = P_i(s - i), a degree-6 polynomial whose coefficients are looked up by i (kErfTable: one
+  // permute per coefficient on the vector paths). x g is then clamped to [-1, 1]: beyond 3.9, x g(3.9)
+  // grows past 1 within an ulp of erf, so erf(|x| >= 3.9192) = +-1 exactly. s = 2|x| is exact (no rounding of the argument), and g has no
+  // cancellation (it lies in [0.25, 1.13]), so the relative error is small everywhere, near 0
+  // too; erf(-0) = -0 and erf(+-inf) = +-1. The clamps put their constant first, so a NaN x
+  // gives x's NaN (quieted; the lookup reads interval 7 for it). 22 vector operations.
   static inline V erf(V x) {
     const V ax = T::abs(x);
-    const V s = T::mul(ax, ax);
-    V g = T::set(-1.028426504e-05f);
-    g = T::fma(g, s, T::set(1.145167917e-04f));
-    g = T::fma(g, s, T::set(-8.505954756e-04f));
-    g = T::fma(g, s, T::set(5.222303327e-03f));
-    g = T::fma(g, s, T::set(-2.686580829e-02f));
-    g = T::fma(g, s, T::set(1.128378808e-01f));
-    g = T::fma(g, s, T::set(-3.761263788e-01f));
-    g = T::fma(g, s, T::set(1.283791661e-01f));
-    const V small = T::fma(ax, g, ax);
-    const V t = T::sub(T::min_(ax, T::set(3.925f)), T::set(2.4f));
-    V l = T::set(-3.404601614e-07f);
-    l = T::fma(l, t, T::set(-9.931214890e-07f));
-    l = T::fma(l, t, T::set(1.327800533e-06f));
-    l = T::fma(l, t, T::set(-1.333582804e-05f));
-    l = T::fma(l, t, T::set(8.806085680e-05f));
-    l = T::fma(l, t, T::set(-4.693464434e-04f));
-    l = T::fma(l, t, T::set(2.387578832e-03f));
-    l = T::fma(l, t, T::set(-1.176826935e-02f));
-    l = T::fma(l, t, T::set(-9.405021071e-01f));
-    l = T::fma(l, t, T::set(-5.164236546e+00f));
-    l = T::fma(l, t, T::set(-7.280974865e+00f));
-    const V large = T::sub(T::set(1.0f), exp(l));
-    const V r = T::copysign(T::select(T::lt(ax, T::set(0.921875f)), small, large), x);
-    return T::select(T::isnan(x), x, r);
+    const V s = T::min_(T::add(ax, ax), T::set(7.8f));  // NaN: MINPS returns 7.8
+    return T::max_(T::set(-1.0f), T::min_(T::set(1.0f), T::mul(x, table_poly(kErfTable, s))));
   }
 
   // A NaN result of a composed function is the canonical quiet NaN: which operand's NaN an
@@ -91,13 +120,19 @@ template <class T> struct VecMath {
   static inline V sigmoid(V x) {
     const V e = exp(neg(T::abs(x)));
     const V d = T::add(T::set(1.0f), e);
-    const V r = T::select(T::lt(x, T::set(0.0f)), T::div(e, d), T::div(T::set(1.0f), d));
+    const V r = T::div(T::select(T::lt(x, T::set(0.0f)), e, T::set(1.0f)), d);  // one division
     return T::select(T::isnan(x), x, r);
   }
-  // (0.5 x) (1 + erf(x * 0.70710678)), as kernel_Gelu always spelled it.
+  // 0.5 x (1 + erf(x / sqrt 2)) = x Phi(x) in one branch of its own: Phi(x) = 0.5 + x G(|x|),
+  // G from kGeluTable at s = |x| 8 / 5.5 (rounding s moves GELU by under 0.3 ulp), |x| clamped
+  // to 5.493 (Phi is within 2e-8 of 0 or 1 there), Phi clamped to [0, 1]. 21 vector
+  // operations. A NaN x gives x's NaN quieted (Phi carries the same NaN, so the operand order of
+  // the last multiply cannot matter); -inf gives -inf * 0, the machine's default NaN, as the
+  // unfused graph does.
   static inline V gelu(V x) {
-    const V e = erf(T::mul(x, T::set(0.70710678118654752440f)));
-    return canon_nan(T::mul(T::mul(T::set(0.5f), x), T::add(T::set(1.0f), e)));
+    const V s = T::min_(T::mul(T::abs(x), T::set(1.4545454f)), T::set(7.99f));  // NaN: MINPS gives 7.99
+    const V phi = T::fma(x, table_poly(kGeluTable, s), T::set(0.5f));
+    return T::mul(x, T::max_(T::set(0.0f), T::min_(T::set(1.0f), phi)));
   }
   // (0.5 x) (1 + tanh(k (x + ((0.044715 x) x) x))).
   static inline V gelu_tanh(V x) {
@@ -148,14 +183,23 @@ template <class T> struct VecDrivers {
   // *m = the scalar loop's `m = x[i] > m ? x[i] : m` over the blocks: lanes start at *m and
   // keep it when it is NaN (MAXPS returns its second operand then), so NaN comes out exactly
   // when *m was NaN, and otherwise the largest non-NaN element (order does not change a max).
+  // Four accumulators, so the loop is not one chain of MAXPS latencies (softmax's first pass).
   static inline int64_t max(const float* x, int64_t n, float* m) {
-    V acc = T::set(*m);
+    V acc[4];
+    for (V& a : acc) a = T::set(*m);
     int64_t i = 0;
-    for (; i + kW <= n; i += kW) acc = T::max_(T::load(x + i), acc);
+    for (; i + 4 * kW <= n; i += 4 * kW)
+      for (int k = 0; k < 4; ++k) acc[k] = T::max_(T::load(x + i + k * kW), acc[k]);
+    for (; i + kW <= n; i += kW) acc[0] = T::max_(T::load(x + i), acc[0]);
+    for (int k = 1; k < 4; ++k) acc[0] = T::max_(acc[k], acc[0]);  // ties keep the earlier block
     float lanes[kW];
-    T::store(lanes, acc);
+    T::store(lanes, acc[0]);
+    // Lanes folded as a tree (a short dependency chain: it sits between softmax's max pass and
+    // its exp pass), ties keeping the lower lane; every lane started at *m.
+    for (int step = kW / 2; step >= 1; step /= 2)
+      for (int j = 0; j < step; ++j) lanes[j] = lanes[j + step] > lanes[j] ? lanes[j + step] : lanes[j];
     float r = *m;
-    for (int k = 0; k < kW; ++k) r = lanes[k] > r ? lanes[k] : r;
+    r = lanes[0] > r ? lanes[0] : r;
     *m = r;
     return i;
   }

@@ -386,6 +386,10 @@ template <SoftmaxKind K> Status softmax_kernel(OpContext& ctx) {
           const float* fx = reinterpret_cast<const float*>(px);
           float* fy = reinterpret_cast<float*>(py);
           const float m = vm::max(fx, len);  // a NaN anywhere reaches the sum
+          // The next row's loads start while this row's exp runs (its max pass would otherwise
+          // wait on memory with the vector units idle).
+          if (o + 1 < oe)
+            for (int64_t j = 0; j < len; j += 16) __builtin_prefetch(fx + len + j);
           if constexpr (K == SoftmaxKind::Softmax) {
             const float inv = 1.0f / vm::exp_sub_sum(fx, m, fy, len);
             vm::scale(fy, inv, fy, len);
