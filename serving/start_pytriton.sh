@@ -8,7 +8,7 @@
 set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 . "$here/serving/common.sh"
-serving_setup triton-venv pytriton "nvidia-pytriton>=0.7" "${1:-}"
+serving_setup triton-venv pytriton "$PYTRITON_SPEC" "${1:-}"
 [ "$package_args" -eq 1 ] && shift
 # Debian's python first on PATH for Triton's Python stub, whatever the caller's PATH says.
 export PATH="$venv/bin:/usr/bin:$PATH"

@@ -7,6 +7,6 @@
 set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 . "$here/serving/common.sh"
-serving_setup serve-venv ray.serve "ray[serve]" "${1:-}"
+serving_setup serve-venv ray.serve "$RAY_SERVE_SPEC" "${1:-}"
 [ "$package_args" -eq 1 ] && shift
 exec "$venv/bin/python" "$here/serving/ray_serve.py" "$package" "$@"
