@@ -42,7 +42,7 @@ run_engine_tests() {
   # From outside the source tree, so that `import cuvil` finds the installed package. Debian's
   # python first on PATH: Triton's Python stub starts whatever python3 PATH finds first.
   (cd "$here/build" && PATH="$venv/bin:/usr/bin:$PATH" CUVIL_SOURCE_DIR="$here" CUVIL_SERVING_REQUIRE="$module" \
-    "$venv/bin/python" -m pytest -q -rs "$here/python/tests/test_serving.py" -k "$select" "${@:5}")
+    "$venv/bin/python" -m pytest -q -rs -W ignore::DeprecationWarning "$here/python/tests/test_serving.py" -k "$select" "${@:5}")
 }
 
 run_engine_tests serve-venv "$RAY_SERVE_SPEC" ray ray_serve "$@"
