@@ -99,8 +99,10 @@ def drive(request, clients, seconds):
 
 
 class Server:
-    """A deployment in its own process group; stop() interrupts it (both servers shut their
-    engine down on SIGINT) and kills the group if it has not exited within 60 s."""
+    """A deployment in its own process group; stop() sends it SIGTERM (both servers shut their
+    engine down on it) and kills what is left of the group after 60 s (tritonserver may still
+    be unloading when the Python process has exited), so that no cell's server overlaps the
+    next cell."""
 
     def __init__(self, argv, ready_url, log_path, env=None, timeout=300):
         self.log = open(log_path, "w")
@@ -123,12 +125,18 @@ class Server:
 
     def stop(self):
         if self.proc.poll() is None:
-            os.killpg(self.proc.pid, signal.SIGINT)
+            os.kill(self.proc.pid, signal.SIGTERM)
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            self.proc.poll()
             try:
-                self.proc.wait(60)
-            except subprocess.TimeoutExpired:
-                os.killpg(self.proc.pid, signal.SIGKILL)
-                self.proc.wait()
+                os.killpg(self.proc.pid, 0)  # anyone left in the group?
+            except ProcessLookupError:
+                break
+            time.sleep(0.2)
+        else:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+        self.proc.wait()
         self.log.close()
 
 
