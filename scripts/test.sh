@@ -58,9 +58,10 @@ stage conformance 900 ctest --test-dir "$here/build" --output-on-failure -j2 -R 
 if [ "$python" -eq 1 ]; then
   stage python 1800 bash "$here/scripts/test_python.sh"
 fi
-# The serving deployments on loopback, in venvs with the engines (about 600 MB from PyPI each
-# run in a clean clone: pip's HTTP cache stays empty on these machines); the wheel is the
-# python stage's build tree, so nothing is compiled again after it.
+# The serving deployments on loopback, in venvs with the engines (about 1 GB installed from
+# PyPI on each run in a clean clone: pip's HTTP cache stays empty on these machines; about
+# 2 min in all); the wheel comes from the python stage's build tree, so nothing is compiled
+# again after it.
 if [ "$serving" -eq 1 ]; then
   stage serving 900 bash "$here/scripts/test_serving.sh"
 fi
