@@ -8,21 +8,27 @@
 #   conformance       the ONNX backend test data end to end (ratchets), the     15 min
 #                     ONNX 1.12 cases and the current wheel's
 #   python            scripts/test_python.sh: fresh venv, pip install . (needs   30 min
-#                     PyPI), pytest python/tests
+#                     PyPI), pytest python/tests (all but the engine tests)
+#   serving           scripts/test_serving.sh: the cuvil wheel with Ray Serve   15 min
+#                     and PyTriton (pinned, from PyPI) in two venvs; the 8-client
+#                     deployment tests, which fail (not skip) without an engine
 #   sanitizer build   the same tree with ASan + UBSan (cold: about 20 min idle)  40 min
 #   sanitizer         bad-input, runtime, config, pass and fuzz-replay suites   15 min
 #                     under AddressSanitizer + UndefinedBehaviorSanitizer
 #   fuzz smoke        every libFuzzer target for 30 s (scripts/fuzz.sh)        20 min
 # Each stage prints its time; the budgets are far above today's times on a 2-core machine.
-#   usage: scripts/test.sh [--no-sanitizers] [--no-python]
+#   usage: scripts/test.sh [--no-sanitizers] [--no-python] [--no-serving]
+# --no-python leaves out both PyPI stages (python and serving); --no-serving only the second.
 set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 sanitizers=1
 python=1
+serving=1
 for arg in "$@"; do
   case "$arg" in
     --no-sanitizers) sanitizers=0 ;;
-    --no-python) python=0 ;;
+    --no-python) python=0; serving=0 ;;
+    --no-serving) serving=0 ;;
     *) echo "test.sh: unknown argument '$arg'" >&2; exit 2 ;;
   esac
 done
@@ -51,6 +57,13 @@ stage conformance 900 ctest --test-dir "$here/build" --output-on-failure -j2 -R 
 # them; build-python/ keeps the tree for the next), then pytest.
 if [ "$python" -eq 1 ]; then
   stage python 1800 bash "$here/scripts/test_python.sh"
+fi
+# The serving deployments on loopback, in venvs with the engines (about 1 GB installed from
+# PyPI on each run in a clean clone: pip's HTTP cache stays empty on these machines; about
+# 2 min in all); the wheel comes from the python stage's build tree, so nothing is compiled
+# again after it.
+if [ "$serving" -eq 1 ]; then
+  stage serving 900 bash "$here/scripts/test_serving.sh"
 fi
 
 if [ "$sanitizers" -eq 1 ]; then

@@ -3,7 +3,7 @@
 
     python serving/pytriton_serve.py PACKAGE.cuvir [--name digits] [--http-port 8000]
         [--grpc-port 8001] [--metrics-port 8002] [--instances 1] [--threads 1]
-        [--max-batch 64] [--queue-delay-us 5000] [--no-batching]
+        [--max-batch 64] [--queue-delay-us 5000] [--no-batching] [--runner cuvil|onnxruntime]
 
 Triton's dynamic batcher joins concurrent requests along the first dim, which must be the
 package's symbolic batch dim (compile with --dim batch=1:N, N >= --max-batch): one cuvil run
@@ -12,7 +12,9 @@ Triton's HTTP/gRPC protocols (KServe v2: POST /v2/models/NAME/infer); metrics ar
 Prometheus endpoint on --metrics-port (nv_inference_request_success/failure,
 nv_inference_exec_count, nv_inference_request_duration_us, ...). Run it with a venv made
 from Debian's python3 (serving/start_pytriton.sh): with another Python 3.11 first on PATH,
-Triton's Python stub fails to start.
+Triton's Python stub fails to start. `--runner onnxruntime` serves an .onnx model with ONNX
+Runtime instead (cuvil.serving.OrtSession: the same binding), for comparisons
+(bench/serving_bench.py).
 """
 import argparse
 import os
@@ -23,12 +25,11 @@ from pytriton.model_config import DynamicBatcher, ModelConfig, Tensor
 from pytriton.triton import Triton, TritonConfig
 
 import cuvil
-from cuvil.serving import batch_dim_symbol
+from cuvil.serving import OrtSession, batch_dim_symbol
 
 
-def make_infer(model: cuvil.Model, threads: int):
-    session = model.session(threads=threads)
-    names = [o.name for o in model.outputs]
+def make_infer(session):
+    names = [o.name for o in session.model.outputs]
 
     @batch
     def infer(**inputs):
@@ -45,12 +46,19 @@ def tensors(infos):
 
 
 def bind(triton: Triton, package: str, name: str, instances: int = 1, threads: int = 1, max_batch: int = 64,
-         queue_delay_us: int = 5000, batching: bool = True) -> cuvil.Model:
-    model = cuvil.load(package)
+         queue_delay_us: int = 5000, batching: bool = True, runner: str = "cuvil"):
+    """Binds `package` as Triton model `name` and returns its model (inputs, outputs); with
+    runner "onnxruntime", `package` is an .onnx model that ONNX Runtime runs."""
+    if runner == "onnxruntime":
+        sessions = [OrtSession(package, threads) for _ in range(instances)]
+    else:
+        model = cuvil.load(package)
+        sessions = [model.session(threads=threads) for _ in range(instances)]
+    model = sessions[0].model
     batch_dim_symbol(model)  # every input and output must start with the batch symbol
     triton.bind(
         model_name=name,
-        infer_func=[make_infer(model, threads) for _ in range(instances)],
+        infer_func=[make_infer(s) for s in sessions],
         inputs=tensors(model.inputs),
         outputs=tensors(model.outputs),
         config=ModelConfig(max_batch_size=max_batch,
@@ -73,13 +81,15 @@ def main() -> None:
     ap.add_argument("--max-batch", type=int, default=64)
     ap.add_argument("--queue-delay-us", type=int, default=5000)
     ap.add_argument("--no-batching", action="store_true")
+    ap.add_argument("--runner", choices=["cuvil", "onnxruntime"], default="cuvil",
+                    help="onnxruntime: PACKAGE is an .onnx model run by ONNX Runtime (for comparisons)")
     args = ap.parse_args()
     name = args.name or os.path.splitext(os.path.basename(args.package))[0].replace("-", "_")
     config = TritonConfig(http_address="127.0.0.1", http_port=args.http_port, grpc_address="127.0.0.1",
                           grpc_port=args.grpc_port, metrics_port=args.metrics_port)
     with Triton(config=config) as triton:
         bind(triton, args.package, name, args.instances, args.threads, args.max_batch, args.queue_delay_us,
-             not args.no_batching)
+             not args.no_batching, args.runner)
         print(f"cuvil on Triton: http://127.0.0.1:{args.http_port}/v2/models/{name}/infer "
               f"(metrics: http://127.0.0.1:{args.metrics_port}/metrics)", flush=True)
         triton.serve()

@@ -79,6 +79,49 @@ TEST(QuantCli, FallbackThresholdFromTheConfigListsLayers) {
   EXPECT_NE(r.err.find("float32   '/features/features.0/Conv': excluded by the config"), std::string::npos) << r.err;
 }
 
+// Calibration shows a bar over the samples on a terminal (script(1)'s pseudo-terminal), with
+// compile's own stages after it and the line cleared before the summary; without a terminal
+// (CI logs, pipes) it prints no progress, only the summary.
+TEST(QuantCli, CalibrationProgressOnlyOnATerminal) {
+  if (::access("/usr/bin/script", X_OK) != 0) GTEST_SKIP() << "no script(1) to make a terminal";
+  TempDir d;
+  const std::string compile = test::shell_quote(CUVIL_CUVILC) + " compile " + test::shell_quote(kDigits) +
+                              " --quantize w8a8 --calib " + test::shell_quote(kCalib) + " -o " +
+                              test::shell_quote(d.file("t.cuvir"));
+  const auto t = test::run_tool(d.path(), "/usr/bin/script", {"-qec", compile, "/dev/null"});
+  ASSERT_EQ(t.exit_code, 0) << t.out << t.err;
+  EXPECT_NE(t.out.find("cuvilc: [quantize] calibration: reading " + kCalib), std::string::npos) << t.out;
+  EXPECT_NE(t.out.find("[quantize] calibration: compiling the float model"), std::string::npos) << t.out;
+  EXPECT_NE(t.out.find("[quantize] calibration: samples [" + std::string(20, ' ') + "] 1 of 128"), std::string::npos)
+      << t.out;
+  EXPECT_NE(t.out.find("[quantize] calibration: samples [====================] 128 of 128"), std::string::npos)
+      << t.out;
+  EXPECT_NE(t.out.find("[quantize] error report: samples [====================] 128 of 128"), std::string::npos)
+      << t.out;
+  EXPECT_NE(t.out.find("cuvilc: [1/4] importing"), std::string::npos) << t.out;
+  EXPECT_NE(t.out.find("\r\033[Kcuvilc: wrote"), std::string::npos) << t.out;  // cleared before the summary
+  // `cuvilc quantize` shows the same bar.
+  const std::string quantize = test::shell_quote(CUVIL_CUVILC) + " quantize " + test::shell_quote(kDigits) +
+                               " --calib " + test::shell_quote(kCalib) + " -o " + test::shell_quote(d.file("t.onnx"));
+  const auto tq = test::run_tool(d.path(), "/usr/bin/script", {"-qec", quantize, "/dev/null"});
+  ASSERT_EQ(tq.exit_code, 0) << tq.out << tq.err;
+  EXPECT_NE(tq.out.find("[quantize] calibration: samples [====================] 128 of 128"), std::string::npos)
+      << tq.out;
+  EXPECT_NE(tq.out.find("\r\033[Kcuvilc: wrote"), std::string::npos) << tq.out;
+
+  for (const auto& args : {std::vector<std::string>{"compile", kDigits, "--quantize", "w8a8", "--calib", kCalib, "-o",
+                                                    d.file("p.cuvir")},
+                           std::vector<std::string>{"quantize", kDigits, "--calib", kCalib, "-o", d.file("p.onnx")}}) {
+    const auto plain = cuvilc(d, args);
+    ASSERT_EQ(plain.exit_code, 0) << plain.err;
+    EXPECT_EQ(plain.err.find("[quantize]"), std::string::npos) << plain.err;
+    EXPECT_EQ(plain.err.find("samples ["), std::string::npos) << plain.err;
+    EXPECT_EQ(plain.err.find('\r'), std::string::npos) << plain.err;
+    EXPECT_EQ(plain.err.find("\033["), std::string::npos) << plain.err;
+    EXPECT_NE(plain.err.find("calibration over 128 samples"), std::string::npos) << plain.err;  // the summary
+  }
+}
+
 TEST(QuantCli, QuantizeNeedsCalibrationData) {
   TempDir d;
   const auto r = cuvilc(d, {"compile", kDigits, "--quantize", "w8a8", "-o", d.file("q.cuvir")});

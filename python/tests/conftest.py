@@ -11,6 +11,10 @@ SOURCE_DIR = os.environ.get("CUVIL_SOURCE_DIR") or os.path.dirname(
     os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
+def pytest_configure(config):
+    config.addinivalue_line("markers", "serving_engine: needs Ray Serve or PyTriton (scripts/test_serving.sh runs them)")
+
+
 def source(*parts: str) -> str:
     return os.path.join(SOURCE_DIR, *parts)
 

@@ -1,8 +1,14 @@
 """Serving (docs/serving.md): cuvil.serving's batching along the symbolic batch dim and its
-Prometheus text, then the Ray Serve deployment (serving/ray_serve.py) on loopback with 8
-concurrent clients of random batch sizes, every answer checked against a direct run (skipped
-where ray is not installed: serving/start_ray_serve.sh makes a venv with it)."""
+Prometheus text, then the Ray Serve (serving/ray_serve.py) and PyTriton
+(serving/pytriton_serve.py) deployments on loopback with 8 concurrent clients of random batch
+sizes, every answer checked against a direct run.
 
+The engine tests (marked serving_engine) need ray or pytriton: scripts/test_serving.sh (the
+`serving` stage of scripts/test.sh) runs them in venvs with the engine and sets
+CUVIL_SERVING_REQUIRE, so a missing engine fails there; elsewhere (a developer's venv) they
+are skipped where the engine is not importable, and scripts/test_python.sh leaves them out."""
+
+import importlib
 import json
 import os
 import random
@@ -100,6 +106,14 @@ def test_metrics_are_prometheus_text(digits):
 
 # ---- Ray Serve ----
 
+def import_engine(module):
+    """`module`, or a skip where it is not installed, except where CUVIL_SERVING_REQUIRE names
+    its top package (scripts/test_serving.sh): there the ImportError fails the test."""
+    if module.split(".")[0] in os.environ.get("CUVIL_SERVING_REQUIRE", "").split(","):
+        return importlib.import_module(module)
+    return pytest.importorskip(module)
+
+
 def free_port():
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -117,8 +131,8 @@ def post(url, payload, timeout=60):
 
 @pytest.fixture(scope="module")
 def ray_server(tmp_path_factory):
-    ray = pytest.importorskip("ray")
-    serve = pytest.importorskip("ray.serve")
+    ray = import_engine("ray")
+    serve = import_engine("ray.serve")
     serving_dir = os.path.join(SOURCE_DIR, "serving")
     sys.path.insert(0, serving_dir)
     os.environ["PYTHONPATH"] = serving_dir + os.pathsep + os.environ.get("PYTHONPATH", "")
@@ -135,6 +149,7 @@ def ray_server(tmp_path_factory):
     ray.shutdown()
 
 
+@pytest.mark.serving_engine
 def test_ray_serve_answers_concurrent_clients(ray_server):
     url, package = ray_server
     direct = cuvil.load(package).session(threads=1)
@@ -174,7 +189,7 @@ def test_ray_serve_answers_concurrent_clients(ray_server):
 
 @pytest.fixture(scope="module")
 def triton_server(tmp_path_factory):
-    pytest.importorskip("pytriton")
+    import_engine("pytriton")
     from pytriton.triton import Triton, TritonConfig
 
     sys.path.insert(0, os.path.join(SOURCE_DIR, "serving"))
@@ -192,6 +207,7 @@ def triton_server(tmp_path_factory):
     triton.stop()
 
 
+@pytest.mark.serving_engine
 def test_triton_answers_concurrent_clients(triton_server):
     url, metrics_url, package = triton_server
     direct = cuvil.load(package).session(threads=1)
