@@ -383,6 +383,9 @@ TEST(ConvIgemmKernel, StemDownsampleDilationsAndOneDim) {
   rows.act = "leaky_relu";
   rows.alpha = 0.1f;
   check(rows);
+    Case empty("batch 0", {0, 6, 5, 5}, {7, 6, 3, 3}, 1);
+  empty.pads = {1, 1, 1, 1};
+  check(empty);
     Case few("1-D, 2 input channels, batch 3, stride 2, dilation 2", {3, 2, 29}, {11, 2, 4}, 1);
   few.strides = {2};
   few.dilations = {2};

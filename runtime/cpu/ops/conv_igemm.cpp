@@ -78,6 +78,7 @@ bool conv_igemm_applies(const DwShape& s, bool channels_last) {
 
 void conv_igemm_float(OpContext& ctx, const DwShape& s, const float* x, const float* w, const float* bias,
                       const DwEpilogue& e, float* y) {
+  if (s.n * s.out_h * s.out_w == 0) return;  // no output position: nothing to write
   const IgemmPath path = igemm_path();
   const int64_t nr = path.nr;
   const int64_t taps = s.k_h * s.k_w, depth = taps * s.c;
