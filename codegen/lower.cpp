@@ -447,10 +447,10 @@ class Lowerer {
     // length, so the limit's shape arithmetic is not run-time work.
     if (n.op == OpKind::Range) return range_immediates(g, n).has_value() && !mentions_data_dependent(shape_of(g, n.outputs[0]));
     // A Transpose loads its input through a map with permuted strides; it starts a kernel (its
-    // input is read from memory, never from a register) and later nodes may join it.
-    // A move of the channel axis between second and last (NCHW <-> NHWC, as choose-layout
-    // inserts them) is a transpose of [C, H*W] matrices: the whole-tensor kernel does that in
-    // cache blocks at about copy speed, where a tile load would gather every element.
+    // input is read from memory, never from a register) and later nodes may join it. Except a
+    // move of the channel axis between second and last (NCHW <-> NHWC, as choose-layout
+    // inserts them): that is a transpose of [C, H*W] matrices, which the whole-tensor kernel
+    // does in cache blocks at about copy speed, where a tile load would gather every element.
     if (n.op == OpKind::Transpose) {
       const Shape& domain = shape_of(g, n.outputs[0]);
       const std::optional<std::vector<int64_t>> perm = transpose_perm(n, domain.size());
