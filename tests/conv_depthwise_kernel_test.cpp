@@ -44,20 +44,7 @@ Attribute attr_float(float v) { Attribute a; a.kind = Attribute::Kind::Float; a.
 Attribute attr_str(std::string v) { Attribute a; a.kind = Attribute::Kind::String; a.s = v; return a; }
 Attribute attr_ints(std::vector<int64_t> v) { Attribute a; a.kind = Attribute::Kind::Ints; a.ints = v; return a; }
 
-// The heap context, but parallel_for hands out the range in `chunks` pieces, last first (as
-// workers could), so that task splits inside the kernel are exercised.
-class ChunkedContext : public cuvil::testing::HeapOpContext {
- public:
-  ChunkedContext(const Node& node, std::vector<const rt::TensorView*> inputs, int chunks)
-      : HeapOpContext(node, std::move(inputs), 1, chunks), chunks_(chunks) {}
-  void parallel_for(int64_t n, int64_t grain, void (*fn)(void*, int64_t, int64_t), void* arg) override {
-    const int64_t step = std::max<int64_t>(1, (n + chunks_ - 1) / chunks_);
-    for (int64_t begin = ((n - 1) / step) * step; begin >= 0; begin -= step) fn(arg, begin, std::min(n, begin + step));
-  }
-
- private:
-  int chunks_;
-};
+using cuvil::testing::ChunkedContext;
 
 TensorData run(const std::string& domain, const std::string& op, std::map<std::string, Attribute> attrs,
                std::vector<const TensorData*> inputs, int chunks = 1) {

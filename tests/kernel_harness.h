@@ -3,6 +3,7 @@
 // kernel conformance test (single-node ONNX backend cases) and by kernel unit tests.
 #pragma once
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <memory>
@@ -164,5 +165,20 @@ inline std::string compare_tensors(const rt::TensorView& actual, const TensorDat
   }
   return "";
 }
+
+// The heap context, but parallel_for hands the range out in `chunks` pieces, last first (as
+// workers could), so that task splits inside a kernel are exercised (threads() says chunks).
+class ChunkedContext : public HeapOpContext {
+ public:
+  ChunkedContext(const Node& node, std::vector<const rt::TensorView*> inputs, int chunks)
+      : HeapOpContext(node, std::move(inputs), 1, chunks), chunks_(chunks) {}
+  void parallel_for(int64_t n, int64_t, void (*fn)(void*, int64_t, int64_t), void* arg) override {
+    const int64_t step = std::max<int64_t>(1, (n + chunks_ - 1) / chunks_);
+    for (int64_t begin = ((n - 1) / step) * step; begin >= 0; begin -= step) fn(arg, begin, std::min(n, begin + step));
+  }
+
+ private:
+  int chunks_;
+};
 
 }  // namespace cuvil::testing

@@ -16,19 +16,7 @@ using namespace cuvil;
 
 namespace {
 
-// The heap context, but parallel_for hands the range out in `chunks` pieces, last first.
-class ChunkedContext : public cuvil::testing::HeapOpContext {
- public:
-  ChunkedContext(const Node& node, std::vector<const rt::TensorView*> inputs, int chunks)
-      : HeapOpContext(node, std::move(inputs), 1, chunks), chunks_(chunks) {}
-  void parallel_for(int64_t n, int64_t, void (*fn)(void*, int64_t, int64_t), void* arg) override {
-    const int64_t step = std::max<int64_t>(1, (n + chunks_ - 1) / chunks_);
-    for (int64_t begin = ((n - 1) / step) * step; begin >= 0; begin -= step) fn(arg, begin, std::min(n, begin + step));
-  }
-
- private:
-  int chunks_;
-};
+using cuvil::testing::ChunkedContext;
 
 template <typename E> void check(DType dtype, std::vector<int64_t> dims, std::vector<int64_t> perm, int chunks) {
   SCOPED_TRACE(::testing::Message() << "dims " << ::testing::PrintToString(dims) << " perm "
