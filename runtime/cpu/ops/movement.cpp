@@ -283,13 +283,11 @@ bool batched_matrix_transpose(const std::vector<int64_t>& dims, const std::vecto
     else runs.push_back({ax, d});
     last = ax;
   }
-  // A run's input order is its first axis: the merged permutation is runs sorted by it.
-  std::vector<size_t> order(runs.size());
-  for (size_t i = 0; i < order.size(); ++i) order[i] = i;
-  std::sort(order.begin(), order.end(), [&](size_t x, size_t y) { return runs[x].first < runs[y].first; });
-  if (runs.size() == 2 && order[0] == 1) {
+  // A run's place in the input is its first axis: two runs swapped, or a first run followed
+  // by two swapped ones.
+  if (runs.size() == 2 && runs[1].first < runs[0].first) {
     *batch = 1;
-  } else if (runs.size() == 3 && order[0] == 0 && order[1] == 2 && order[2] == 1) {
+  } else if (runs.size() == 3 && runs[0].first < runs[2].first && runs[2].first < runs[1].first) {
     *batch = runs[0].second;
   } else {
     return false;

@@ -10,6 +10,7 @@
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -603,10 +604,12 @@ Status conv_forward(OpContext& ctx, const ConvEpilogue* epilogue, bool channels_
       if (r <= 2 && !channels_last && !depthwise && s.n > 0 && conv_igemm_applies(d, true) &&
           (d.c <= kIgemmChannelsFirstMaxC || d.k_h * d.k_w > 1)) {
         const int64_t pin = d.in_h * d.in_w, pout = d.out_h * d.out_w;
-        std::vector<float> xt(static_cast<size_t>(d.n * pin * d.c)), yt(static_cast<size_t>(d.n * pout * d.m));
-        transpose_matrices(ctx, xp, xt.data(), d.n, d.c, pin, sizeof(float));
-        conv_igemm_float(ctx, d, xt.data(), wp, bp, DwEpilogue{}, yt.data());
-        transpose_matrices(ctx, yt.data(), out.data(), d.n, pout, d.m, sizeof(float));
+        // Not value-initialised: the transpose and the kernel write every element.
+        const std::unique_ptr<float[]> xt(new float[static_cast<size_t>(d.n * pin * d.c)]);
+        const std::unique_ptr<float[]> yt(new float[static_cast<size_t>(d.n * pout * d.m)]);
+        transpose_matrices(ctx, xp, xt.get(), d.n, d.c, pin, sizeof(float));
+        conv_igemm_float(ctx, d, xt.get(), wp, bp, DwEpilogue{}, yt.get());
+        transpose_matrices(ctx, yt.get(), out.data(), d.n, pout, d.m, sizeof(float));
         if (epilogue) st = epilogue->apply(out.data(), s.out_dims, nullptr, false);
         out.finish();
         return;
