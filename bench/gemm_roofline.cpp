@@ -9,12 +9,14 @@
 // peak, >= 1.8x on two threads, and GEMV >= 75% of the read bandwidth. Times are the minimum
 // over repeats (the machine may be shared; run it idle). Never asserts.
 //   usage: bench_gemm_roofline [repeats=7] [gemm size=1024] [gemv K=4096] [gemv N=8192]
+//          bench_gemm_roofline --sweep [repeats=3] [gemm size=1024]   (the blocking, see below)
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <functional>
 #include <random>
+#include <string>
 #include <vector>
 
 #if defined(__x86_64__)
@@ -107,9 +109,60 @@ std::vector<float> random_floats(size_t n, uint32_t seed) {
   return v;
 }
 
+// --sweep: the 1-thread GEMM (s^3, and the model-like shapes m = 128 at depth 768 / 3072) with
+// every depth block kc and a few row blocks mc forced, next to the rule's own choice, as a
+// fraction of the peak measured just before; each setting's time is the best of `repeats`,
+// settings alternate across three rounds. For choosing the blocking rule (gemm_blocking_for).
+int sweep_blocking(int repeats, int64_t s) {
+  using cuvil::rt::ops::GemmBlocking;
+  struct Shape { int64_t m, n, k; };
+  const Shape shapes[] = {{s, s, s}, {128, 768, 768}, {128, 3072, 768}, {128, 768, 3072}};
+  for (CpuPath path : cuvil::rt::supported_cpu_paths()) {
+    if (path == CpuPath::Portable) continue;
+    cuvil::rt::set_cpu_path_for_testing(path);
+    const cuvil::rt::ops::GemmMicroKernel& uk = cuvil::rt::ops::gemm_micro_kernel(path);
+    const GemmBlocking rule = cuvil::rt::ops::gemm_blocking(uk);
+    const double peak = fma_peak_gflops(path, repeats);
+    std::printf("\n%s: tile %lldx%lld, peak %.1f GF/s, rule mc %lld kc %lld\n", cuvil::rt::cpu_path_name(path),
+                static_cast<long long>(uk.mr), static_cast<long long>(uk.nr), peak,
+                static_cast<long long>(rule.mc), static_cast<long long>(rule.kc));
+    std::vector<GemmBlocking> settings = {rule};
+    for (int64_t kc : {128, 192, 256, 320, 384, 512})
+      for (int64_t groups : {8, 16, 24, 48})
+        settings.push_back(GemmBlocking{groups * uk.mr, kc});
+    PoolContext one(1);
+    for (const Shape& sh : shapes) {
+      const std::vector<float> a = random_floats(static_cast<size_t>(sh.m * sh.k), 1);
+      const std::vector<float> b = random_floats(static_cast<size_t>(sh.k * sh.n), 2);
+      std::vector<float> c(static_cast<size_t>(sh.m * sh.n));
+      const double flops = 2.0 * static_cast<double>(sh.m * sh.n * sh.k);
+      std::vector<double> best(settings.size(), 1e30);
+      for (int round = 0; round < 3; ++round)
+        for (size_t i = 0; i < settings.size(); ++i) {
+          cuvil::rt::ops::set_gemm_blocking_for_testing(&settings[i]);
+          const double t = best_seconds(repeats, [&] {
+            cuvil::rt::ops::gemm(&one, false, false, sh.m, sh.n, sh.k, 1.f, a.data(), sh.k, b.data(), sh.n,
+                                 0.f, c.data(), sh.n);
+          });
+          best[i] = std::min(best[i], t);
+        }
+      cuvil::rt::ops::set_gemm_blocking_for_testing(nullptr);
+      std::printf("  m %lld n %lld k %lld:\n", static_cast<long long>(sh.m), static_cast<long long>(sh.n),
+                  static_cast<long long>(sh.k));
+      for (size_t i = 0; i < settings.size(); ++i)
+        std::printf("    %s mc %4lld kc %4lld  %6.1f GF/s  %5.1f%%\n", i == 0 ? "rule" : "    ",
+                    static_cast<long long>(settings[i].mc), static_cast<long long>(settings[i].kc),
+                    flops / best[i] * 1e-9, 100 * flops / best[i] * 1e-9 / peak);
+    }
+  }
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
+  if (argc > 1 && std::string(argv[1]) == "--sweep")
+    return sweep_blocking(argc > 2 ? std::max(1, std::atoi(argv[2])) : 3, argc > 3 ? std::atoll(argv[3]) : 1024);
   const int repeats = argc > 1 ? std::max(1, std::atoi(argv[1])) : 7;
   const int64_t s = argc > 2 ? std::atoll(argv[2]) : 1024;
   const int64_t vk = argc > 3 ? std::atoll(argv[3]) : 4096;

@@ -353,7 +353,18 @@ GemmBlocking gemm_blocking_for(int64_t mr, int64_t nr, int64_t l1_bytes, int64_t
   return bl;
 }
 
+namespace {
+bool g_blocking_override_set = false;
+GemmBlocking g_blocking_override{};
+}  // namespace
+
+void set_gemm_blocking_for_testing(const GemmBlocking* blocking) {
+  g_blocking_override_set = blocking != nullptr;
+  if (blocking) g_blocking_override = *blocking;
+}
+
 GemmBlocking gemm_blocking(const GemmMicroKernel& uk) {
+  if (g_blocking_override_set) return g_blocking_override;
   const CacheSizes& cs = cache_sizes();
   return gemm_blocking_for(uk.mr, uk.nr, cs.l1, cs.l2);
 }

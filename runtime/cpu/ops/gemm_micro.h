@@ -55,6 +55,11 @@ struct GemmBlocking {
 GemmBlocking gemm_blocking(const GemmMicroKernel& uk);
 // The same rule for given cache sizes (bytes), for tests of paths this machine lacks.
 GemmBlocking gemm_blocking_for(int64_t mr, int64_t nr, int64_t l1_bytes, int64_t l2_bytes);
+// Benchmarks only (bench_gemm_roofline --sweep): every following gemm_blocking answers
+// `blocking` (mc a multiple of every path's mr, kc > 0) instead of the rule; nullptr restores
+// the rule. Set while no GEMM runs. Outputs change with kc (the depth blocks fix the order of
+// every sum), never with mc.
+void set_gemm_blocking_for_testing(const GemmBlocking* blocking);
 
 // c[rows x n] (row stride ldc) gets the product of the packed a block (rows x kc, groups of
 // uk.mr rows) and panels [p0, p1) of packed b (panel_stride floats apart, each kc deep, uk.nr
