@@ -20,14 +20,8 @@
 #include "runtime/cpu/ops/conv_igemm_int8.h"
 
 using namespace cuvil;
-using rt::CpuPath;
 
 namespace {
-
-struct PathGuard {
-  CpuPath saved = rt::active_cpu_path();
-  ~PathGuard() { rt::set_cpu_path_for_testing(saved); }
-};
 
 struct Case {
   const char* name;
@@ -144,18 +138,6 @@ std::vector<int32_t> requantize_reference(const Operands& o, const std::vector<f
   return want;
 }
 
-template <typename Fn> void on_every_path(Fn&& fn) {
-  PathGuard guard;
-  for (CpuPath path : rt::supported_cpu_paths()) {
-    ASSERT_TRUE(rt::set_cpu_path_for_testing(path));
-    SCOPED_TRACE(rt::cpu_path_name(path));
-    for (int chunks : {1, 3}) {
-      SCOPED_TRACE(chunks);
-      fn(chunks);
-    }
-  }
-}
-
 // conv_igemm_int8 called directly with ep, into bytes of y_elem per element.
 std::vector<int32_t> run_direct(const Operands& o, const rt::ops::Int8Epilogue& ep, int chunks) {
   Node node;
@@ -189,7 +171,7 @@ TEST(ConvIgemmInt8Kernel, Int32SumsEqualTheReference) {
   for (const Case& k : kCases) {
     SCOPED_TRACE(k.name);
     const Operands o = make_operands(k, seed += 2);
-    on_every_path([&](int chunks) { EXPECT_EQ(run_direct(o, rt::ops::Int8Epilogue{}, chunks), o.acc); });
+    cuvil::testing::on_every_cpu_path([&](int chunks) { EXPECT_EQ(run_direct(o, rt::ops::Int8Epilogue{}, chunks), o.acc); });
   }
 }
 
@@ -216,7 +198,7 @@ TEST(ConvIgemmInt8Kernel, RequantisedOutputsEqualTheReference) {
         ep.scale_per_column = !per_tensor;
         ep.bias_i32 = bias.data();
         ep.out_zero_point = yz;
-        on_every_path([&](int chunks) { EXPECT_EQ(run_direct(o, ep, chunks), want); });
+        cuvil::testing::on_every_cpu_path([&](int chunks) { EXPECT_EQ(run_direct(o, ep, chunks), want); });
       }
   }
 }
@@ -279,7 +261,7 @@ TEST(ConvIgemmInt8Kernel, QLinearConvAndConvIntegerOpsEqualTheReference) {
     const uint8_t yz8 = 128;
     const TensorData yz = tensor(DType::UInt8, {}, &yz8, 1);
     const TensorData b = tensor(DType::Int32, {k.m}, bias.data(), bias.size() * 4);
-    on_every_path([&](int chunks) {
+    cuvil::testing::on_every_cpu_path([&](int chunks) {
       for (const char* op : {"ConvInteger", "QLinearConv"}) {
         SCOPED_TRACE(op);
         Node node;
