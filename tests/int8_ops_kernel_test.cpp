@@ -20,10 +20,7 @@ using rt::CpuPath;
 
 namespace {
 
-struct PathGuard {
-  CpuPath saved = rt::active_cpu_path();
-  ~PathGuard() { rt::set_cpu_path_for_testing(saved); }
-};
+using PathGuard = cuvil::testing::CpuPathGuard;
 
 Attribute ints(std::vector<int64_t> v) {
   Attribute a;
@@ -129,18 +126,6 @@ std::vector<int32_t> conv_reference(const TensorData& x, const TensorData& w, in
   return y;
 }
 
-template <typename Fn> void on_every_path(Fn&& fn) {
-  PathGuard guard;
-  for (CpuPath path : rt::supported_cpu_paths()) {
-    ASSERT_TRUE(rt::set_cpu_path_for_testing(path));
-    SCOPED_TRACE(rt::cpu_path_name(path));
-    for (int threads : {1, 3}) {
-      SCOPED_TRACE(threads);
-      fn(threads);
-    }
-  }
-}
-
 TEST(Int8OpsKernel, ConvIntegerGroupedPaddedStridedDilated) {
   for (int variant = 0; variant < 4; ++variant) {
     const bool xs = variant & 1, ws = variant & 2;
@@ -157,7 +142,7 @@ TEST(Int8OpsKernel, ConvIntegerGroupedPaddedStridedDilated) {
     const TensorData wzt = values<uint8_t>(w.dtype, {8}, wzb);
     std::vector<int64_t> dims;
     const std::vector<int32_t> want = conv_reference(x, w, xz, wz, group, pads, strides, dil, &dims);
-    on_every_path([&](int threads) {
+    cuvil::testing::on_every_cpu_path([&](int threads) {
       Result r = run("ConvInteger",
                      {{"group", one_int(group)}, {"pads", ints(pads)}, {"strides", ints(strides)},
                       {"dilations", ints(dil)}},
@@ -200,7 +185,7 @@ TEST(Int8OpsKernel, QLinearConvPerChannelWithBias) {
       want[i] = static_cast<int32_t>(v);
     }
     EXPECT_GT(saturated, 0);
-    on_every_path([&](int threads) {
+    cuvil::testing::on_every_cpu_path([&](int threads) {
       Result r = run("QLinearConv", {{"pads", ints(pads)}}, {&x, &xs, &xz, &w, &wst, &wz, &ys, &yz, &b}, threads);
       ASSERT_TRUE(r.st.is_ok()) << r.st.message();
       ASSERT_EQ(r.out.dims, dims);
@@ -233,7 +218,7 @@ TEST(Int8OpsKernel, MatMulIntegerBatchedAndBroadcast) {
                  (elem(b, boff + p * 9 + j) - (batched_b ? int32_t(bzv[j]) : int32_t(int8_t(bzv[j]))));
           want[(t * 5 + i) * 9 + j] = static_cast<int32_t>(s);
         }
-    on_every_path([&](int threads) {
+    cuvil::testing::on_every_cpu_path([&](int threads) {
       Result r = run("MatMulInteger", {}, {&a, &b, &az, &bz}, threads);
       ASSERT_TRUE(r.st.is_ok()) << r.st.message();
       ASSERT_EQ(r.out.dims, (std::vector<int64_t>{2, 3, 5, 9}));
@@ -268,7 +253,7 @@ TEST(Int8OpsKernel, QLinearMatMulPerColumnAndPerRowScales) {
           float v = std::nearbyint(static_cast<float>(s) * scale) + 120.f;
           want[(t * 6 + i) * 33 + j] = static_cast<int32_t>(std::min(std::max(v, 0.f), 255.f));
         }
-    on_every_path([&](int threads) {
+    cuvil::testing::on_every_cpu_path([&](int threads) {
       Result r = run("QLinearMatMul", {}, {&a, &ast, &az, &b, &bst, &bz, &ys, &yz}, threads);
       ASSERT_TRUE(r.st.is_ok()) << r.st.message();
       std::vector<int32_t> got(want.size());
@@ -318,7 +303,7 @@ TEST(Int8OpsKernel, DepthwiseQLinearConvAndConvIntegerDirect) {
       float v = std::nearbyint(static_cast<float>(acc[i] + bias[ch]) * (0.03f * wscale[ch] / 0.07f)) + 128.f;
       want[i] = static_cast<int32_t>(std::min(std::max(v, 0.f), 255.f));
     }
-    on_every_path([&](int threads) {
+    cuvil::testing::on_every_cpu_path([&](int threads) {
       Result r = run("ConvInteger", attrs, {&x, &w, &xz, &wzt}, threads);
       ASSERT_TRUE(r.st.is_ok()) << r.st.message();
       ASSERT_EQ(r.out.dims, dims);

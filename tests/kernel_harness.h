@@ -11,8 +11,11 @@
 #include <string>
 #include <vector>
 
+#include <gtest/gtest.h>
+
 #include "ir/graph.h"
 #include "passes/node_attr_reader.h"
+#include "runtime/cpu/cpu_features.h"
 #include "runtime/op_kernel.h"
 #include "support/checked.h"
 
@@ -180,5 +183,24 @@ class ChunkedContext : public HeapOpContext {
  private:
   int chunks_;
 };
+
+// Restores the active CPU kernel path when the scope ends (tests force each path in turn).
+struct CpuPathGuard {
+  rt::CpuPath saved = rt::active_cpu_path();
+  ~CpuPathGuard() { rt::set_cpu_path_for_testing(saved); }
+};
+
+// fn(n) on every CPU path this machine supports, for n = 1 and 3 (threads or chunks).
+template <typename Fn> void on_every_cpu_path(Fn&& fn) {
+  CpuPathGuard guard;
+  for (rt::CpuPath path : rt::supported_cpu_paths()) {
+    ASSERT_TRUE(rt::set_cpu_path_for_testing(path));
+    SCOPED_TRACE(rt::cpu_path_name(path));
+    for (int n : {1, 3}) {
+      SCOPED_TRACE(n);
+      fn(n);
+    }
+  }
+}
 
 }  // namespace cuvil::testing

@@ -288,9 +288,17 @@ void pack_b(void* out, void* arg) {
     if (g.trans_b) {
       for (int64_t j = 0; j < nr; ++j) {
         const uint8_t* src = b + (j0 + j) * g.ldb;
-        for (int64_t p = 0; p < kp; ++p)
+        for (int64_t p = 0; p < kp; ++p) {
+          // Where depth p lies in the column: p itself, or (segmented) channel e of tap t at
+          // e * segments + t, nothing for the padding channels.
+          int64_t at = p;
+          if (g.b_segment_valid > 0) {
+            const int64_t e = p % g.segment_len;
+            at = e < g.b_segment_valid ? e * g.a_segments + p / g.segment_len : -1;
+          }
           panel[(p >> 2) * nr * 4 + j * 4 + (p & 3)] =
-              (j < cols && p < g.k) ? static_cast<int8_t>(src[p] ^ flip) : int8_t{0};
+              (j < cols && p < g.k && at >= 0) ? static_cast<int8_t>(src[at] ^ flip) : int8_t{0};
+        }
       }
     } else {
       for (int64_t p = 0; p < kp; ++p) {
@@ -306,6 +314,20 @@ void pack_b(void* out, void* arg) {
         for (int64_t e = 0; e < 4; ++e) sum += panel[q * nr * 4 + j * 4 + e];
       colsum[j0 + j] = sum;
     }
+  }
+}
+
+// One depth group of a packed row from four bytes of a in the uint8 domain (little-endian, the
+// first byte first): one 32-bit move for uint8, each byte zero-extended to an int16 lane for
+// int16 (the AVX2 and portable kernels' operand).
+template <typename E> inline void store_group(E* d, uint32_t w) {
+  if constexpr (sizeof(E) == 1) {
+    std::memcpy(d, &w, 4);
+  } else {
+    uint64_t x = w;
+    x = (x | x << 16) & 0x0000FFFF0000FFFFull;
+    x = (x | x << 8) & 0x00FF00FF00FF00FFull;
+    std::memcpy(d, &x, 8);
   }
 }
 
@@ -325,14 +347,11 @@ void pack_a(const Int8GemmArgs& g, int64_t i0, int64_t rows, int64_t q0, int64_t
         const uint8_t* src = a + (r0 + r) * g.lda + p0;
         E* d = dst + r * 4;
         int64_t p = 0;
-        if constexpr (sizeof(E) == 1) {  // whole depth groups as one 32-bit move
-          const uint32_t mask = flip * 0x01010101u;
-          for (; p + 4 <= depth; p += 4) {
-            uint32_t w;
-            std::memcpy(&w, src + p, 4);
-            w ^= mask;
-            std::memcpy(d + (p >> 2) * mr * 4, &w, 4);
-          }
+        const uint32_t mask = flip * 0x01010101u;
+        for (; p + 4 <= depth; p += 4) {  // whole depth groups as one 32-bit load
+          uint32_t w;
+          std::memcpy(&w, src + p, 4);
+          store_group(d + (p >> 2) * mr * 4, w ^ mask);
         }
         for (; p < depth; ++p) d[(p >> 2) * mr * 4 + (p & 3)] = static_cast<E>(src[p] ^ flip);
         for (; p < kc4 * 4; ++p) d[(p >> 2) * mr * 4 + (p & 3)] = E(0);
@@ -349,6 +368,29 @@ void pack_a(const Int8GemmArgs& g, int64_t i0, int64_t rows, int64_t q0, int64_t
         }
       }
     }
+  }
+}
+
+// The indirect form of pack_a over the whole depth: run t of row r (ptrs[r * a_segments + t],
+// segment_len bytes) is depth groups [t * segment_len / 4, (t + 1) * segment_len / 4).
+template <typename E>
+void pack_a_indirect(const Int8GemmArgs& g, const uint8_t* const* ptrs, int64_t rows, int64_t k4, int64_t mr,
+                     E* out) {
+  const uint32_t mask = g.a_signed ? 0x80808080u : 0u;
+  const int64_t seg4 = g.segment_len / 4;
+  for (int64_t gr = 0; gr * mr < rows; ++gr) {
+    E* dst = out + gr * k4 * mr * 4;
+    const int64_t rg = std::min(mr, rows - gr * mr);
+    for (int64_t r = 0; r < rg; ++r)
+      for (int64_t t = 0; t < g.a_segments; ++t) {
+        const uint8_t* src = ptrs[(gr * mr + r) * g.a_segments + t];
+        E* d = dst + (t * seg4 * mr + r) * 4;
+        for (int64_t q = 0; q < seg4; ++q) {
+          uint32_t w;
+          std::memcpy(&w, src + q * 4, 4);
+          store_group(d + q * mr * 4, w ^ mask);
+        }
+      }
   }
 }
 
@@ -422,9 +464,13 @@ void gemm_int8(OpContext* ctx, const Int8GemmArgs& g, CpuPath path) {
   std::shared_ptr<const std::vector<float>> cached;
   if (g.k > 0) {
     const int64_t rows = g.trans_b ? g.n : g.k, cols = g.trans_b ? g.k : g.n;
-    const size_t span = static_cast<size_t>((rows - 1) * g.ldb + cols);
-    cached = packed_weight_form(g.b, span, 1 + uk.id * 2 + (g.b_signed ? 1 : 0), g.trans_b, g.k,
-                                g.n, g.ldb, packed_bytes, pack_b, &pa);
+    // A segmented B reads b_segment_valid * a_segments bytes per column (k counts the padding)
+    // and is a form of its own per segment count (the float convolution's panels are form 64).
+    const bool segmented = g.b_segment_valid > 0;
+    const int64_t read = segmented ? g.b_segment_valid * g.a_segments : cols;
+    const size_t span = static_cast<size_t>((rows - 1) * g.ldb + read);
+    const int64_t form = 1 + uk.id * 2 + (g.b_signed ? 1 : 0) + (segmented ? 128 * g.a_segments : 0);
+    cached = packed_weight_form(g.b, span, form, g.trans_b, g.k, g.n, g.ldb, packed_bytes, pack_b, &pa);
   }
   std::unique_ptr<float[]> local;
   if (!cached) {
@@ -465,20 +511,38 @@ void gemm_int8(OpContext* ctx, const Int8GemmArgs& g, CpuPath path) {
     // The row block's a over the whole depth: per group of mr rows, [k4][mr][4].
     std::vector<uint8_t> apack(static_cast<size_t>(mc * std::max<int64_t>(k4, 1) * 4) * a_elem);
     std::vector<int32_t> rowsum(static_cast<size_t>(mc));
+    std::vector<const uint8_t*> ptrs(g.a_rows ? static_cast<size_t>(mc * g.a_segments) : 0);
+    int64_t ptrs_block = -1;  // the row block whose pointers ptrs holds
     for (int64_t t = begin; t < end; ++t) {
       const int64_t mb = t / nchunks, nc = t % nchunks;
       const int64_t i0 = mb * mc, rows = std::min(mc, g.m - i0);
       const int64_t tp0 = nc * panels_per_task, tp1 = std::min(panels, tp0 + panels_per_task);
       if (tp0 >= tp1) continue;
+      if (g.a_rows && ptrs_block != mb) {
+        g.a_rows(g.a_rows_arg, i0, rows, ptrs.data());
+        ptrs_block = mb;
+      }
       if (any_zb)
         for (int64_t r = 0; r < rows; ++r) {
           uint32_t s = 0;
-          for (int64_t p = 0; p < g.k; ++p) s += a_value(g, i0 + r, p);
+          if (g.a_rows) {
+            const uint8_t flip = g.a_signed ? 0x80 : 0;
+            for (int64_t t = 0; t < g.a_segments; ++t)
+              for (int64_t e = 0; e < g.segment_len; ++e) s += ptrs[r * g.a_segments + t][e] ^ flip;
+          } else {
+            for (int64_t p = 0; p < g.k; ++p) s += a_value(g, i0 + r, p);
+          }
           rowsum[r] = static_cast<int32_t>(s);
         }
       if (k4 > 0) {
-        if (uk.a_int16) pack_a(g, i0, rows, 0, k4, mr, reinterpret_cast<int16_t*>(apack.data()));
-        else pack_a(g, i0, rows, 0, k4, mr, apack.data());
+        if (g.a_rows) {
+          if (uk.a_int16) pack_a_indirect(g, ptrs.data(), rows, k4, mr, reinterpret_cast<int16_t*>(apack.data()));
+          else pack_a_indirect(g, ptrs.data(), rows, k4, mr, apack.data());
+        } else if (uk.a_int16) {
+          pack_a(g, i0, rows, 0, k4, mr, reinterpret_cast<int16_t*>(apack.data()));
+        } else {
+          pack_a(g, i0, rows, 0, k4, mr, apack.data());
+        }
       }
       for (int64_t p0 = tp0; p0 < tp1; p0 += chunk_panels) {
         const int64_t p1 = std::min(tp1, p0 + chunk_panels);

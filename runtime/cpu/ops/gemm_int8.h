@@ -52,6 +52,16 @@ struct Int8GemmArgs {
   // B's zero points: one, or one per column when b_zero_per_column (nullptr: 0).
   const int32_t* b_zero = nullptr;
   bool b_zero_per_column = false;
+  // Indirect A and segmented depth (the indirect-GEMM convolution, conv_igemm_int8.h): the
+  // depth is a_segments runs of segment_len (a multiple of 4; k = a_segments * segment_len).
+  // When a_rows is set, a, trans_a and lda are not read: a_rows(a_rows_arg, i0, rows, ptrs)
+  // sets ptrs[r * a_segments + t] to the segment_len bytes of run t of row i0 + r. With
+  // b_segment_valid > 0 (trans_b only), B's depth p = t * segment_len + e of column j is
+  // b[j * ldb + e * a_segments + t] for e < b_segment_valid and 0 past it (a weight [M][C][taps]
+  // read in (tap, channel) order with the channels padded to segment_len).
+  void (*a_rows)(void* arg, int64_t i0, int64_t rows, const uint8_t** ptrs) = nullptr;
+  void* a_rows_arg = nullptr;
+  int64_t a_segments = 1, segment_len = 0, b_segment_valid = 0;
   Int8Epilogue epilogue;
   // Output element (i, j) is at c + i * ldc_row + j * ldc_col elements of the epilogue's
   // type (int32, float, uint8 or int8); ldc_col != 1 stores a transposed product (ConvInteger

@@ -17,6 +17,7 @@
 #include "runtime/cpu/ops/conv.h"
 #include "runtime/cpu/ops/conv_depthwise.h"
 #include "runtime/cpu/ops/conv_igemm.h"
+#include "runtime/cpu/ops/conv_igemm_int8.h"
 #include "runtime/cpu/ops/gemm_int8.h"
 #include "runtime/cpu/ops/kernel_util.h"
 #include "runtime/cpu/ops/quant_params.h"
@@ -329,6 +330,30 @@ Status conv_shape(OpContext& ctx, const TensorView& x, const TensorView& wt, Con
   return conv_shape(ctx, x.dims, wt, s);
 }
 
+// The geometry of a convolution over one or two spatial dims as the direct and indirect-GEMM
+// kernels take it (a 1-D one is of height 1); false for more spatial dims.
+bool dw_shape_of(const ConvShape& s, DwShape* d) {
+  const size_t r = s.w.rank();
+  if (r > 2) return false;
+  d->n = s.n;
+  d->c = s.c;
+  d->m = s.m;
+  d->group = s.group;
+  d->in_h = r == 2 ? s.w.in[0] : 1;
+  d->out_h = r == 2 ? s.w.out[0] : 1;
+  d->k_h = r == 2 ? s.w.kernel[0] : 1;
+  d->s_h = r == 2 ? s.w.strides[0] : 1;
+  d->d_h = r == 2 ? s.w.dilations[0] : 1;
+  d->p_h = r == 2 ? s.w.pad_begin[0] : 0;
+  d->in_w = s.w.in[r - 1];
+  d->out_w = s.w.out[r - 1];
+  d->k_w = s.w.kernel[r - 1];
+  d->s_w = s.w.strides[r - 1];
+  d->d_w = s.w.dilations[r - 1];
+  d->p_w = s.w.pad_begin[r - 1];
+  return true;
+}
+
 bool is_pointwise(const Window& w) {
   for (size_t d = 0; d < w.rank(); ++d)
     if (w.kernel[d] != 1 || w.strides[d] != 1 || w.pad_begin[d] != 0 || w.pad_end[d] != 0) return false;
@@ -577,24 +602,7 @@ Status conv_forward(OpContext& ctx, const ConvEpilogue* epilogue, bool channels_
       // in registers when it has that form.
       const size_t r = s.w.rank();
       DwShape d;
-      if (r <= 2) {
-        d.n = s.n;
-        d.c = s.c;
-        d.m = s.m;
-        d.group = s.group;
-        d.in_h = r == 2 ? s.w.in[0] : 1;
-        d.out_h = r == 2 ? s.w.out[0] : 1;
-        d.k_h = r == 2 ? s.w.kernel[0] : 1;
-        d.s_h = r == 2 ? s.w.strides[0] : 1;
-        d.d_h = r == 2 ? s.w.dilations[0] : 1;
-        d.p_h = r == 2 ? s.w.pad_begin[0] : 0;
-        d.in_w = s.w.in[r - 1];
-        d.out_w = s.w.out[r - 1];
-        d.k_w = s.w.kernel[r - 1];
-        d.s_w = s.w.strides[r - 1];
-        d.d_w = s.w.dilations[r - 1];
-        d.p_w = s.w.pad_begin[r - 1];
-      }
+      dw_shape_of(s, &d);
       const bool depthwise = r <= 2 && conv_depthwise_applies(d, channels_last);
       // Channels-first convolutions with a window (and any of a few input channels, as an RGB
       // stem) as well: im2col would copy each input element k_h * k_w times, so instead the
@@ -645,7 +653,9 @@ Status kernel_Conv(OpContext& ctx) { return conv_forward(ctx, nullptr, false); }
 namespace {
 
 // y[n, m, p] = epilogue(sum (x - x_zp) * (w - w_zp[m]) over the window) on the int8 GEMM
-// (gemm_int8.h), or directly for depthwise and small groups: per image and group, the im2col columns of x ([kg][positions], x's own bytes,
+// (gemm_int8.h): one group over one or two spatial dims as an indirect GEMM
+// (conv_igemm_int8.h); depthwise and small groups directly; any other grouped or 3-D
+// convolution per image and group, where the im2col columns of x ([kg][positions], x's own bytes,
 // padded with its zero point so that a pad contributes 0) are a transposed A, the group's rows
 // of W ([mg][kg]) a transposed B (packed once per package weight), and the [positions x mg]
 // product is stored transposed into y's [mg][positions]. A per-channel scale, bias or zero
@@ -669,6 +679,19 @@ void conv_int8(OpContext& ctx, const ConvShape& s, const TensorView& x, const Te
     for (int64_t nm = 0; nm < s.n * s.m; ++nm)
       int8_epilogue_column(ep, nm % s.m, reinterpret_cast<const int32_t*>(acc.data() + nm * pout), pout,
                            static_cast<uint8_t*>(y) + static_cast<size_t>(nm * pout) * y_elem, 1);
+    return;
+  }
+  DwShape d;
+  ConvInt8Operands op;
+  op.x = x.data;
+  op.x_signed = x.dtype == DType::Int8;
+  op.x_zero = x_zp;
+  op.w = w.data;
+  op.w_signed = w.dtype == DType::Int8;
+  op.w_zero = w_zp.data();
+  op.w_zero_per_channel = w_zp.size() > 1;
+  if (dw_shape_of(s, &d) && conv_igemm_int8_applies(d, op)) {
+    conv_igemm_int8(ctx, d, op, ep, y, y_elem);
     return;
   }
   const int64_t last_out = s.w.out.back(), rows = pout / last_out;
