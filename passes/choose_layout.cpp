@@ -1,4 +1,4 @@
-// Pass: chains of FusedConv run channels-last, with Transposes at the chain's boundaries
+// Pass: chains of FusedConv and their pools run channels-last, with Transposes at the chain's boundaries
 // (passes/choose_layout.h).
 #include "passes/choose_layout.h"
 

@@ -2,35 +2,19 @@
 // vectors) and the dispatch to the AVX2 and AVX-512 paths.
 #include "runtime/cpu/ops/pool_nhwc.h"
 
-#include <cstring>
+#include "runtime/cpu/ops/portable_vec4.h"
 
 namespace cuvil::rt::ops {
 namespace pool_portable {
 namespace {
 
-typedef float V4 __attribute__((vector_size(16)));
 typedef float V2 __attribute__((vector_size(8)));
 typedef double D2 __attribute__((vector_size(16)));
 
-struct Portable {
-  using V = V4;
+struct Portable : PortableV4Memory {
   struct A {  // two 2-lane halves: a 32-byte vector would change the baseline x86-64 ABI
     D2 lo, hi;
   };
-  static constexpr int64_t kWidth = 4;
-  static V set(float f) { return V{f, f, f, f}; }
-  static V load(const float* p) {
-    V v;
-    std::memcpy(&v, p, sizeof v);
-    return v;
-  }
-  static void store(float* p, V v) { std::memcpy(p, &v, sizeof v); }
-  static V load_n(const float* p, int64_t n) {
-    V v = set(0.f);
-    std::memcpy(&v, p, static_cast<size_t>(n) * sizeof(float));
-    return v;
-  }
-  static void store_n(float* p, V v, int64_t n) { std::memcpy(p, &v, static_cast<size_t>(n) * sizeof(float)); }
   static V max_keep(V v, V best) { return v > best ? v : best; }
   static V global_max(V v, V acc) { return (v > acc) | (v != v) ? v : acc; }
   static A a_zero() { return A{D2{0.0, 0.0}, D2{0.0, 0.0}}; }
@@ -40,7 +24,7 @@ struct Portable {
   }
   static V a_div(A acc, double d) {
     const V2 lo = __builtin_convertvector(acc.lo / D2{d, d}, V2), hi = __builtin_convertvector(acc.hi / D2{d, d}, V2);
-    return __builtin_shufflevector(lo, hi, 0, 1, 2, 3);
+    return V(__builtin_shufflevector(lo, hi, 0, 1, 2, 3));
   }
 };
 
