@@ -615,8 +615,8 @@ int main_impl(int argc, char** argv) {
                     "included by default when this cuvilc was built with it");
   compile->add_flag("--no-fusion", compile_settings.no_fusion, "Do not build tile kernels (fused elementwise chains, reductions, MatMul/Gemm, casts): only CallOps");
   compile->add_option("--layout", compile_settings.layout,
-                      "Convolution layout: nhwc runs every chain of convolutions channels-last with "
-                      "Transposes at its boundaries; auto (default) only chains of at least 3 convs; "
+                      "Convolution layout: nhwc runs every chain of convolutions (with the max, average and "
+                      "global pools inside and after it) channels-last with Transposes at its boundaries; auto (default) only chains of at least 3 convs; "
                       "nchw none. Config key layout; pass choose-layout.")
       ->check(CLI::IsMember({"auto", "nchw", "nhwc"}));
   compile->add_option("--kv-cache", compile_settings.kv_cache,

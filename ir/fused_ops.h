@@ -18,6 +18,15 @@
 //   residual are [N, O1, ..., M] (residual broadcasts to that); W stays [M, C/group, k1, ...]
 //   and B [M] (no prepacked form: the kernel's GEMM reads W transposed as it is). Pads, strides, dilations and
 //   kernel_shape still list the spatial axes in order. The pass choose-layout writes it.
+// The same internal `layout` attribute (string, "NCHW") on four ONNX pools, written by
+// choose-layout for the pools inside and after a chain of NHWC convs: MaxPool (only with no
+//   Indices output: indices address NCHW positions), AveragePool, GlobalAveragePool and
+//   GlobalMaxPool. "NHWC": X is [N, D1, ..., C] and Y [N, O1, ..., C] ([N, 1, ..., 1, C] for the
+//   global pools); every other attribute (kernel_shape, strides, dilations, pads, auto_pad,
+//   ceil_mode, count_include_pad) keeps its ONNX meaning over the spatial axes in order. float32
+//   only. The results are the NCHW pools' bits, transposed (runtime/cpu/ops/pool_nhwc.h).
+//   LpPool and GlobalLpPool have no NHWC form. Not an ONNX attribute (the importer does not
+//   look for it: an ONNX node that spells it gets this meaning).
 // RMSNorm(X, scale) -> Y
 //   Y = X / sqrt(mean(X^2 over axes [axis, rank)) + epsilon) * scale, computed in float.
 //   axis (int, -1), epsilon (float, 1e-5). scale broadcasts to the normalised axes.

@@ -1,4 +1,4 @@
-// Pass: chains of FusedConv run channels-last, with Transposes at the chain's boundaries
+// Pass: chains of FusedConv and their pools run channels-last, with Transposes at the chain's boundaries
 // (passes/choose_layout.h).
 #include "passes/choose_layout.h"
 
@@ -20,13 +20,28 @@ std::optional<size_t> rank_of(const Value& v) {
   return v.shape->size();
 }
 
+bool is_pool(OpKind op) {
+  return op == OpKind::MaxPool || op == OpKind::AveragePool || op == OpKind::GlobalAveragePool ||
+         op == OpKind::GlobalMaxPool;
+}
+
+// The input slots through which a chain passes NHWC values: X, and a conv's residual.
+std::vector<size_t> chain_slots(const Node& n) {
+  return n.op == OpKind::FusedConv ? std::vector<size_t>{0, 3} : std::vector<size_t>{0};
+}
+
 bool eligible(const Graph& g, const Node& n) {
-  if (n.op != OpKind::FusedConv || n.attr_string("layout", "NCHW") != "NCHW") return false;
-  if (n.outputs.size() != 1 || n.outputs[0] == kNoValue) return false;
+  if (n.op != OpKind::FusedConv && !is_pool(n.op)) return false;
+  if (n.attr_string("layout", "NCHW") != "NCHW" || n.outputs.empty() || n.outputs[0] == kNoValue) return false;
+  // MaxPool's Indices address NCHW positions: only a MaxPool whose Indices nobody reads moves.
+  for (size_t i = 1; i < n.outputs.size(); ++i)
+    if (n.op != OpKind::MaxPool || i > 1 || (n.outputs[i] != kNoValue && uses_of(g, n.outputs[i]).any())) return false;
   const Value& x = g.values.at(static_cast<size_t>(n.input(0)));
   const Value& y = g.values.at(static_cast<size_t>(n.outputs[0]));
   const auto r = rank_of(y);
-  if (!r || *r < 3 || rank_of(x) != r || !is_float(x.dtype)) return false;
+  if (!r || *r < 3 || rank_of(x) != r) return false;
+  // The NHWC pool kernels take float32 only (runtime/cpu/ops/pool_nhwc.h).
+  if (n.op == OpKind::FusedConv ? !is_float(x.dtype) : x.dtype != DType::Float) return false;
   if (n.input(3) != kNoValue && rank_of(g.values.at(static_cast<size_t>(n.input(3)))) != r) return false;
   return true;
 }
@@ -78,25 +93,37 @@ class LayoutChooser {
     UnionFind uf(count);
     std::map<ValueId, size_t> first_reader;  // a value read as X/residual -> an eligible conv
     std::vector<bool> ok(count, false);
-    for (size_t i = 0; i < count; ++i) ok[i] = eligible(g_, g_.nodes[i]);
+    // A pool moves only behind a conv or pool that moves (nodes are in order: its producer's
+    // ok is known): a pool in front of the first conv would make the entry Transpose move the
+    // larger, unpooled tensor, so a pool never starts a chain.
+    for (size_t i = 0; i < count; ++i) {
+      ok[i] = eligible(g_, g_.nodes[i]);
+      if (!ok[i] || !is_pool(g_.nodes[i].op)) continue;
+      const int32_t p = g_.value(g_.nodes[i].input(0)).producer;
+      ok[i] = p >= 0 && ok[static_cast<size_t>(p)];
+    }
+    // A pool joins the chain of its producer only (two pools reading one value join through it).
     for (size_t i = 0; i < count; ++i) {
       if (!ok[i]) continue;
-      for (size_t slot : {size_t{0}, size_t{3}}) {
+      const bool pool = is_pool(g_.nodes[i].op);
+      for (size_t slot : chain_slots(g_.nodes[i])) {
         const ValueId v = g_.nodes[i].input(slot);
         if (v == kNoValue) continue;
         const int32_t p = g_.value(v).producer;
         if (p >= 0 && ok[static_cast<size_t>(p)]) uf.join(i, static_cast<size_t>(p));
+        if (pool) continue;
         auto [it, fresh] = first_reader.emplace(v, i);
         if (!fresh) uf.join(i, it->second);
       }
     }
+    // A chain's size counts its convs; a chain without one (pools alone) stays NCHW.
     std::map<size_t, int64_t> chain_size;
     for (size_t i = 0; i < count; ++i)
-      if (ok[i]) ++chain_size[uf.find(i)];
+      if (ok[i]) chain_size[uf.find(i)] += g_.nodes[i].op == OpKind::FusedConv ? 1 : 0;
     for (size_t i = 0; i < count; ++i) {
       if (!ok[i]) continue;
       const int64_t size = chain_size[uf.find(i)];
-      chosen[i] = choice_ == LayoutChoice::kNhwc || (choice_ == LayoutChoice::kAuto && size >= kAutoNhwcMinChain);
+      chosen[i] = size > 0 && (choice_ == LayoutChoice::kNhwc || (choice_ == LayoutChoice::kAuto && size >= kAutoNhwcMinChain));
     }
     for (const auto& [root, size] : chain_size)
       if (chosen[root]) ++stats.chains;
@@ -113,17 +140,18 @@ class LayoutChooser {
       g_.value(t).shape = permuted(*yv.shape, to_nhwc_perm(yv.shape->size()));
       nhwc[y] = t;
       n.outputs[0] = t;
+      n.outputs.resize(1);  // a MaxPool's unread Indices
       Attribute a;
       a.kind = Attribute::Kind::String;
       a.s = "NHWC";
       n.attrs["layout"] = a;
-      ++stats.convs;
+      ++(n.op == OpKind::FusedConv ? stats.convs : stats.pools);
     }
     // Inputs from outside the chain go through one shared Transpose, placed before its first reader.
     std::map<size_t, std::vector<Node>> before, after;
     for (size_t i = 0; i < count; ++i) {
       if (!chosen[i]) continue;
-      for (size_t slot : {size_t{0}, size_t{3}}) {
+      for (size_t slot : chain_slots(g_.nodes[i])) {
         const ValueId v = g_.nodes[i].input(slot);
         if (v == kNoValue) continue;
         auto it = nhwc.find(v);
@@ -186,6 +214,7 @@ void choose_in_graph(Graph& g, int64_t opset, LayoutChoice choice, ChooseLayoutS
   const ChooseLayoutStats s = LayoutChooser(g, opset, choice).run();
   stats.chains += s.chains;
   stats.convs += s.convs;
+  stats.pools += s.pools;
   stats.transposes += s.transposes;
 }
 

@@ -90,7 +90,8 @@ std::string run_fuse_epilogues(Model& m, const PassContext&) {
 std::string run_choose_layout(Model& m, const PassContext& c) {
   const ChooseLayoutStats s = choose_layout(m, c.layout);
   return std::string("layout ") + layout_choice_name(c.layout) + ": " + std::to_string(s.chains) + " chains, " +
-         std::to_string(s.convs) + " FusedConv NHWC, " + std::to_string(s.transposes) + " Transpose";
+         std::to_string(s.convs) + " FusedConv NHWC, " + std::to_string(s.pools) + " pools NHWC, " +
+         std::to_string(s.transposes) + " Transpose";
 }
 std::string run_eliminate_dead_code(Model& m, const PassContext&) {
   eliminate_dead_code(m);

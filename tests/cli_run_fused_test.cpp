@@ -114,8 +114,9 @@ TEST(CliRunFused, Resnet18FusedConvMatchesUnfused) {
 }
 
 // --layout nhwc (pass choose-layout) against the default NCHW compile on the same inputs; the IR
-// must have NHWC convs and only the boundary Transposes (`transposes` of them).
-void expect_nhwc_matches_nchw(const std::string& model, const std::string& shape, size_t transposes) {
+// must have `nhwc_nodes` NHWC nodes (convs and pools) and only the boundary Transposes
+// (`transposes` of them).
+void expect_nhwc_matches_nchw(const std::string& model, const std::string& shape, size_t nhwc_nodes, size_t transposes) {
   TempDir tmp;
   const std::string nhwc = tmp.file("nhwc.cuvir"), nchw = tmp.file("nchw.cuvir");
   RunResult c = run_tool(tmp.path(), CUVIL_CUVILC, {"compile", model, "-o", nhwc, "--layout", "nhwc"});
@@ -124,10 +125,13 @@ void expect_nhwc_matches_nchw(const std::string& model, const std::string& shape
   ASSERT_EQ(c.exit_code, 0) << c.err;
   RunResult ir = run_tool(tmp.path(), CUVIL_CUVILC, {"compile", model, "--emit", "ir", "--layout", "nhwc"});
   ASSERT_EQ(ir.exit_code, 0) << ir.err;
-  EXPECT_NE(ir.out.find("layout = \"NHWC\""), std::string::npos);
-  size_t n = 0;
-  for (size_t at = ir.out.find("= Transpose<"); at != std::string::npos; at = ir.out.find("= Transpose<", at + 1)) ++n;
-  EXPECT_EQ(n, transposes);
+  auto count = [&](const std::string& what) {
+    size_t n = 0;
+    for (size_t at = ir.out.find(what); at != std::string::npos; at = ir.out.find(what, at + 1)) ++n;
+    return n;
+  };
+  EXPECT_EQ(count("layout = \"NHWC\""), nhwc_nodes);
+  EXPECT_EQ(count("= Transpose<"), transposes);
   for (const auto& [pkg, dir] : {std::pair{nhwc, tmp.file("out_nhwc")}, std::pair{nchw, tmp.file("out_nchw")}}) {
     RunResult r = run_tool(tmp.path(), CUVIL_RUN, {pkg, "--output-dir", dir, "--seed", "7", "--shape", shape});
     ASSERT_EQ(r.exit_code, 0) << r.err;
@@ -142,14 +146,15 @@ void expect_nhwc_matches_nchw(const std::string& model, const std::string& shape
 }
 
 TEST(CliRunFused, Resnet18NhwcMatchesNchw) {
-  // The stem conv (then MaxPool) is a chain of its own: in, out; the other 19 convs one chain
-  // from the MaxPool to the GlobalAveragePool: in, out.
-  expect_nhwc_matches_nchw(kModels + "resnet18.onnx", "input=1x3x224x224", 4);
+  // One chain from the stem conv through the MaxPool to the GlobalAveragePool (20 convs, 2
+  // pools): the image in, the pooled [1, 1, 1, 512] out.
+  expect_nhwc_matches_nchw(kModels + "resnet18.onnx", "input=1x3x224x224", 22, 2);
 }
 
 TEST(CliRunFused, MobilenetV2TinyNhwcMatchesNchw) {
-  // Every conv is in one chain (depthwise and pointwise, residual blocks): one Transpose in, one out.
-  expect_nhwc_matches_nchw(kModels + "mobilenet_v2_tiny.onnx", "input=1x3x96x96", 2);
+  // Every conv is in one chain (depthwise and pointwise, residual blocks) with the
+  // GlobalAveragePool at its end: one Transpose in, one out.
+  expect_nhwc_matches_nchw(kModels + "mobilenet_v2_tiny.onnx", "input=1x3x96x96", 53, 2);
 }
 
 TEST(CliRunFused, BertTinyFusedMatMulMatchesUnfused) {

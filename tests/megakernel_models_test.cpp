@@ -25,6 +25,8 @@
 #include "codegen/ptx/megakernel.h"
 #include "compile_in_process.h"
 #include "conformance_case.h"
+#include "ir/parser.h"
+#include "passes/infer_shapes.h"
 #include "onnx_builder.h"
 #include "runtime/gpu/device_program.h"
 #include "runtime/gpu/grid_emulator.h"
@@ -272,6 +274,32 @@ TEST(Megakernel, ProgramsWithWholeTensorOpsAreRefusedNamingTheInstruction) {
                               "'cumsum_node') runs only on the CPU"),
             std::string::npos)
       << st.message();
+}
+
+// Pools run as whole-tensor CPU kernels in both layouts: a channels-last pool (layout = "NHWC",
+// written by choose-layout) is refused like any other such op, naming the pool.
+TEST(Megakernel, ChannelsLastPoolsAreRefusedNamingThePool) {
+  for (const char* pool : {"MaxPool<12>(%x) {kernel_shape = ints[2, 2], layout = \"NHWC\", strides = ints[2, 2]}",
+                           "GlobalAveragePool<1>(%x) {layout = \"NHWC\"}"}) {
+    std::string error;
+    std::optional<Model> m = parse_model(
+        std::string("model {\n  ir_version = 8\n  opset \"\" = 17\n}\ngraph g(%x: f32[1, 8, 8, 4]) -> (%y) {\n  %y: ?[*] = ") +
+            pool + " @\"nhwc_pool\"\n}\n",
+        &error);
+    ASSERT_TRUE(m.has_value()) << error;
+    infer_shapes(*m);
+    const auto bytes = codegen::build_package(*m, codegen::lower_model(*m));
+    std::shared_ptr<rt::LoadedPackage> pkg;
+    ASSERT_TRUE(rt::LoadedPackage::open_memory(bytes.data(), bytes.size(), true, &pkg).is_ok());
+    rt::gpu::DeviceProgram dp;
+    const rt::Status st = rt::gpu::build_device_program(pkg->program(), {}, &dp);
+    EXPECT_EQ(st.code(), rt::StatusCode::kUnsupported);
+    const std::string op = std::string(pool).substr(0, std::string(pool).find('<'));
+    EXPECT_NE(st.message().find("is not lowerable to the megakernel yet: whole-tensor op " + op +
+                                " (node 'nhwc_pool') runs only on the CPU"),
+              std::string::npos)
+        << st.message();
+  }
 }
 
 // The repository's test models all still hold whole-tensor ops (Conv, MaxPool, Softmax, Gather,

@@ -314,8 +314,24 @@ void infer_conv_transpose(InferContext& ctx) {
   ctx.set_output(0, x.dtype, std::move(out));
 }
 
+// The pools' layout attribute (docs/ir.md): true for "NHWC", which MaxPool (without its Indices
+// output), AveragePool and the global average/max pools take, on float32 only.
+bool read_pool_layout(const InferContext& ctx) {
+  const std::string layout = ctx.attr_string("layout", "NCHW");
+  if (layout != "NCHW" && layout != "NHWC") ctx.fail("attribute 'layout' is '", layout, "', not NCHW or NHWC");
+  if (layout == "NCHW") return false;
+  const Node& n = ctx.node();
+  if (n.op == OpKind::LpPool || n.op == OpKind::GlobalLpPool) ctx.fail("layout NHWC is not supported by ", n.op_type);
+  if (n.op == OpKind::MaxPool && n.outputs.size() > 1 && n.outputs[1] != kNoValue)
+    ctx.fail("layout NHWC has no Indices output (output 1 of MaxPool)");
+  const Value& x = ctx.required_input(0);
+  if (x.dtype != DType::Float) ctx.fail("layout NHWC takes float32 only, input '", x.name, "' is ", dtype_name(x.dtype));
+  return true;
+}
+
 void infer_pool(InferContext& ctx) {
   const Value& x = ctx.required_input(0);
+  const bool channels_last = read_pool_layout(ctx);
   auto kernel_attr = ctx.attr_ints("kernel_shape");
   if (!kernel_attr) ctx.fail("required attribute 'kernel_shape' is missing");
   size_t n = kernel_attr->size();
@@ -338,10 +354,13 @@ void infer_pool(InferContext& ctx) {
     if (order != 0 && order != 1)
       ctx.fail("attribute 'storage_order' is ", order, ", must be 0 or 1");
   }
+  // NHWC: [N, O1, ..., C] from [N, D1, ..., C].
+  const size_t c_axis = channels_last ? n + 1 : 1, s_axis0 = channels_last ? 1 : 2;
   Shape out;
   out.push_back(dim_at(&x, 0));
-  out.push_back(dim_at(&x, 1));
-  for (size_t i = 0; i < n; ++i) out.push_back(window_out_dim(ctx, win, i, dim_at(&x, i + 2)));
+  if (!channels_last) out.push_back(dim_at(&x, c_axis));
+  for (size_t i = 0; i < n; ++i) out.push_back(window_out_dim(ctx, win, i, dim_at(&x, i + s_axis0)));
+  if (channels_last) out.push_back(dim_at(&x, c_axis));
   ctx.set_output(0, x.dtype, out);
   if (ctx.node().op == OpKind::MaxPool) ctx.set_output(1, DType::Int64, out);
 }
@@ -430,14 +449,16 @@ void infer_max_unpool(InferContext& ctx) {
 
 void infer_global_pool(InferContext& ctx) {
   const Value& x = ctx.required_input(0);
+  const bool channels_last = read_pool_layout(ctx);
   auto rank = rank_of(&x);
   if (!rank) {
     ctx.set_output(0, x.dtype, std::nullopt);
     return;
   }
   if (*rank < 2) ctx.fail("input '", x.name, "' has rank ", *rank, ", expected at least 2");
+  // NCHW [N, C, 1, ...]; NHWC [N, 1, ..., C].
   Shape out = *x.shape;
-  for (size_t i = 2; i < out.size(); ++i) out[i] = DimExpr(1);
+  for (size_t i = channels_last ? 1 : 2; i + (channels_last ? 1 : 0) < out.size(); ++i) out[i] = DimExpr(1);
   ctx.set_output(0, x.dtype, std::move(out));
 }
 

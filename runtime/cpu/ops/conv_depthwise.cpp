@@ -12,31 +12,14 @@
 #include "runtime/cpu/cpu_features.h"
 #include "runtime/cpu/ops/conv_igemm_args.h"
 #include "runtime/cpu/ops/kernel_util.h"
+#include "runtime/cpu/ops/portable_vec4.h"
 #include "support/checked.h"
 
 namespace cuvil::rt::ops {
 namespace dw_portable {
 namespace {
 
-typedef float V4 __attribute__((vector_size(16)));
-
-struct Portable {
-  using V = V4;
-  static constexpr int64_t kWidth = 4;
-  static V set(float f) { return V{f, f, f, f}; }
-  static V zero() { return V{0.f, 0.f, 0.f, 0.f}; }
-  static V load(const float* p) {
-    V v;
-    std::memcpy(&v, p, sizeof v);
-    return v;
-  }
-  static void store(float* p, V v) { std::memcpy(p, &v, sizeof v); }
-  static V load_n(const float* p, int64_t n) {
-    V v = zero();
-    std::memcpy(&v, p, static_cast<size_t>(n) * sizeof(float));
-    return v;
-  }
-  static void store_n(float* p, V v, int64_t n) { std::memcpy(p, &v, static_cast<size_t>(n) * sizeof(float)); }
+struct Portable : PortableV4Memory {
   static V add(V a, V b) { return a + b; }
   static V fma(V a, V b, V c) { return a * b + c; }  // two roundings: this file is built without contraction
   static V relu(V v) { return (v > zero()) | (v != v) ? v : zero(); }

@@ -1,6 +1,7 @@
 // Convolution, pooling and normalisation kernels: Conv (im2col + the shared GEMM; float
 // depthwise and small-group convolutions run the direct kernels of conv_depthwise.h),
-// ConvInteger, QLinearConv, ConvTranspose (GEMM + col2im), the windowed and global pools,
+// ConvInteger, QLinearConv, ConvTranspose (GEMM + col2im), the windowed and global pools (their
+// channels-last form's vector kernels in pool_nhwc.h),
 // MaxRoiPool, RoiAlign, MaxUnpool, the normalisations (Batch, Instance, Layer, Group, LRN,
 // MeanVariance), GridSample and Col2Im. Float kernels compute in float (double for Double
 // tensors); float16/bfloat16 tensors are converted on the way in and out. Every spatial op
@@ -20,6 +21,7 @@
 #include "runtime/cpu/ops/conv_igemm_int8.h"
 #include "runtime/cpu/ops/gemm_int8.h"
 #include "runtime/cpu/ops/kernel_util.h"
+#include "runtime/cpu/ops/pool_nhwc.h"
 #include "runtime/cpu/ops/quant_params.h"
 #include "runtime/cpu/vec_math.h"
 
@@ -946,14 +948,19 @@ Status pool_shape(OpContext& ctx, const TensorView& x, PoolShape* s) {
 
 // Walks the windows of one plane: begin(o, out_coords) at each output position, then
 // elem(offset, column_major_offset) for each window element inside the input, then end(o).
+// Output positions o_begin <= o < o_end (row-major flat indices; o_end < 0: to the last).
 template <typename Begin, typename Elem, typename End>
-void for_each_window(const Window& w, Begin begin, Elem elem, End end) {
+void for_each_window(const Window& w, Begin begin, Elem elem, End end, int64_t o_begin = 0, int64_t o_end = -1) {
   const size_t r = w.rank();
-  const int64_t pout = product(w.out);
+  const int64_t pout = o_end < 0 ? product(w.out) : o_end;
   const int64_t kprod = product(w.kernel);
   std::vector<int64_t> oidx(r, 0), kidx(r), col_stride(r, 1);
   for (size_t d = 1; d < r; ++d) col_stride[d] = col_stride[d - 1] * w.in[d - 1];
-  for (int64_t o = 0; o < pout; ++o) {
+  for (size_t d = r, rest = static_cast<size_t>(o_begin); d-- > 0;) {
+    oidx[d] = static_cast<int64_t>(rest) % w.out[d];
+    rest /= static_cast<size_t>(w.out[d]);
+  }
+  for (int64_t o = o_begin; o < pout; ++o) {
     begin(o, oidx);
     std::fill(kidx.begin(), kidx.end(), 0);
     for (int64_t k = 0; k < kprod; ++k) {
@@ -980,6 +987,22 @@ void for_each_window(const Window& w, Begin begin, Elem elem, End end) {
       oidx[d] = 0;
     }
   }
+}
+
+// AveragePool's count_include_pad divisor at output position oidx: the window elements inside
+// the padded input (ceil_mode's overhang past the end pad excluded).
+int64_t padded_window_count(const Window& w, const std::vector<int64_t>& oidx) {
+  int64_t padded = 1;
+  for (size_t d = 0; d < w.rank(); ++d) {
+    const int64_t start = oidx[d] * w.strides[d] - w.pad_begin[d];
+    int64_t cnt = 0;
+    for (int64_t k = 0; k < w.kernel[d]; ++k) {
+      const int64_t i = start + k * w.dilations[d];
+      if (i >= -w.pad_begin[d] && i < w.in[d] + w.pad_end[d]) ++cnt;
+    }
+    padded *= cnt;
+  }
+  return padded;
 }
 
 }  // namespace
@@ -1048,9 +1071,77 @@ void max_pool_2d_plane(const Window& w, const float* xs, float* ys) {
   }
 }
 
+// The layout attribute of the pools (docs/ir.md): true for "NHWC".
+Status pool_layout(OpContext& ctx, PoolKind kind, const TensorView& x, bool* channels_last) {
+  const std::string layout = ctx.attrs().get_string("layout", "NCHW");
+  if (layout != "NCHW" && layout != "NHWC")
+    return ctx.error(StatusCode::kInvalidArgument, "attribute 'layout' is '", layout, "', not NCHW or NHWC");
+  *channels_last = layout == "NHWC";
+  if (!*channels_last) return Status::ok();
+  if (kind == PoolKind::kLp) return ctx.error(StatusCode::kInvalidArgument, "layout NHWC is not supported by Lp pools");
+  if (x.dtype != DType::Float)
+    return ctx.error(StatusCode::kInvalidArgument, "layout NHWC takes float32 only, got ", dtype_name(x.dtype));
+  return Status::ok();
+}
+
+// MaxPool / AveragePool with layout = "NHWC" (pool_nhwc.h): X [N, D1, ..., C], Y [N, O1, ..., C];
+// the same window walk as the NCHW kernel, each output position one vector reduction over C.
+Status pool_kernel_nhwc(OpContext& ctx, PoolKind kind, const TensorView& x) {
+  if (kind == PoolKind::kMax && ctx.num_outputs() > 1 && ctx.output_wanted(1))
+    return ctx.error(StatusCode::kInvalidArgument, "layout NHWC has no Indices output");
+  const size_t r = x.dims.size();
+  if (r < 3) return ctx.error(StatusCode::kInvalidArgument, "X must be [N, D1, ..., C], got ", dims_string(x.dims));
+  const std::vector<int64_t> kernel = ctx.attrs().get_ints("kernel_shape");
+  if (kernel.empty()) return ctx.error(StatusCode::kInvalidArgument, "attribute 'kernel_shape' is required");
+  const bool ceil_mode = ctx.attrs().get_int("ceil_mode", 0) != 0;
+  Window w;
+  CUVIL_RETURN_IF_ERROR(
+      window_geometry(ctx, std::vector<int64_t>(x.dims.begin() + 1, x.dims.end() - 1), kernel, ceil_mode, &w));
+  const int64_t n = x.dims[0], c = x.dims[r - 1];
+  std::vector<int64_t> out_dims = {n};
+  out_dims.insert(out_dims.end(), w.out.begin(), w.out.end());
+  out_dims.push_back(c);
+  CUVIL_RETURN_IF_ERROR(check_numel(ctx, out_dims, "output"));
+  TensorView* y = nullptr;
+  CUVIL_RETURN_IF_ERROR(ctx.allocate_output(0, x.dtype, out_dims, &y));
+  const bool count_include_pad = ctx.attrs().get_int("count_include_pad", 0) != 0;
+  const int64_t pin = product(w.in), pout = product(w.out);
+  const CpuPath path = active_cpu_path();
+  const float* xp = x.as<float>();
+  float* yp = y->as<float>();
+  parallel_range(ctx, n * pout, std::max<int64_t>(1, 4096 / std::max<int64_t>(c, 1)), [&](int64_t begin, int64_t end) {
+    std::vector<int64_t> off;
+    PoolNhwcArgs a;
+    a.kind = kind == PoolKind::kMax ? PoolNhwcKind::Max : PoolNhwcKind::Average;
+    a.channels = c;
+    for (int64_t img = begin / pout; img * pout < end; ++img) {
+      a.x = xp + img * pin * c;
+      for_each_window(
+          w,
+          [&](int64_t, const std::vector<int64_t>& oidx) {
+            off.clear();
+            if (count_include_pad) a.denom = static_cast<double>(padded_window_count(w, oidx));
+          },
+          [&](int64_t at, int64_t) { off.push_back(at * c); },
+          [&](int64_t o) {
+            a.off = off.data();
+            a.ntaps = static_cast<int64_t>(off.size());
+            if (!count_include_pad) a.denom = static_cast<double>(a.ntaps);
+            a.y = yp + (img * pout + o) * c;
+            pool_nhwc_position(path, a);
+          },
+          std::max(begin, img * pout) - img * pout, std::min(end, (img + 1) * pout) - img * pout);
+    }
+  });
+  return Status::ok();
+}
+
 Status pool_kernel(OpContext& ctx, PoolKind kind) {
   const TensorView* x = ctx.input(0);
   if (!x) return ctx.error(StatusCode::kInvalidArgument, "expects input X");
+  bool channels_last = false;
+  CUVIL_RETURN_IF_ERROR(pool_layout(ctx, kind, *x, &channels_last));
+  if (channels_last) return pool_kernel_nhwc(ctx, kind, *x);
   PoolShape s;
   CUVIL_RETURN_IF_ERROR(pool_shape(ctx, *x, &s));
   const bool max_ints = kind == PoolKind::kMax && (x->dtype == DType::Int8 || x->dtype == DType::UInt8);
@@ -1109,17 +1200,7 @@ Status pool_kernel(OpContext& ctx, PoolKind kind) {
               [&](int64_t, const std::vector<int64_t>& oidx) {
                 acc = 0;
                 count = 0;
-                padded = 1;
-                for (size_t d = 0; d < r; ++d) {
-                  // Window elements inside the padded input (ceil_mode overhang excluded).
-                  const int64_t start = oidx[d] * s.w.strides[d] - s.w.pad_begin[d];
-                  int64_t cnt = 0;
-                  for (int64_t k = 0; k < s.w.kernel[d]; ++k) {
-                    const int64_t i = start + k * s.w.dilations[d];
-                    if (i >= -s.w.pad_begin[d] && i < s.w.in[d] + s.w.pad_end[d]) ++cnt;
-                  }
-                  padded *= cnt;
-                }
+                padded = padded_window_count(s.w, oidx);
               },
               [&](int64_t off, int64_t) {
                 const double v = static_cast<double>(xs[off]);
@@ -1154,9 +1235,47 @@ Status kernel_LpPool(OpContext& ctx) { return pool_kernel(ctx, PoolKind::kLp); }
 
 namespace {
 
+// GlobalAveragePool / GlobalMaxPool with layout = "NHWC" (pool_nhwc.h): X [N, D1, ..., C],
+// Y [N, 1, ..., 1, C]; each task one image's block of channels, every position one tap.
+Status global_pool_nhwc(OpContext& ctx, PoolKind kind, const TensorView& x) {
+  const size_t r = x.dims.size();
+  if (r < 2) return ctx.error(StatusCode::kInvalidArgument, "X must be [N, ..., C], got ", dims_string(x.dims));
+  std::vector<int64_t> out_dims(r, 1);
+  out_dims[0] = x.dims[0];
+  out_dims[r - 1] = x.dims[r - 1];
+  const int64_t c = x.dims[r - 1], pin = product(std::vector<int64_t>(x.dims.begin() + 1, x.dims.end() - 1));
+  TensorView* y = nullptr;
+  CUVIL_RETURN_IF_ERROR(ctx.allocate_output(0, x.dtype, out_dims, &y));
+  std::vector<int64_t> off(static_cast<size_t>(pin));
+  for (int64_t p = 0; p < pin; ++p) off[static_cast<size_t>(p)] = p * c;
+  constexpr int64_t kBlock = 64;  // channels per task
+  const int64_t blocks = (c + kBlock - 1) / kBlock;
+  const CpuPath path = active_cpu_path();
+  const float* xp = x.as<float>();
+  float* yp = y->as<float>();
+  parallel_range(ctx, x.dims[0] * blocks, 1, [&](int64_t begin, int64_t end) {
+    PoolNhwcArgs a;
+    a.kind = kind == PoolKind::kMax ? PoolNhwcKind::GlobalMax : PoolNhwcKind::Average;
+    a.off = off.data();
+    a.ntaps = pin;
+    a.denom = static_cast<double>(pin);
+    for (int64_t t = begin; t < end; ++t) {
+      const int64_t img = t / blocks, c0 = (t % blocks) * kBlock;
+      a.x = xp + img * pin * c + c0;
+      a.y = yp + img * c + c0;
+      a.channels = std::min(kBlock, c - c0);
+      pool_nhwc_position(path, a);
+    }
+  });
+  return Status::ok();
+}
+
 Status global_pool(OpContext& ctx, PoolKind kind) {
   const TensorView* x = ctx.input(0);
   if (!x) return ctx.error(StatusCode::kInvalidArgument, "expects input X");
+  bool channels_last = false;
+  CUVIL_RETURN_IF_ERROR(pool_layout(ctx, kind, *x, &channels_last));
+  if (channels_last) return global_pool_nhwc(ctx, kind, *x);
   if (x->dims.size() < 2)
     return ctx.error(StatusCode::kInvalidArgument, "X must be [N, C, ...], got ", dims_string(x->dims));
   if (!is_float_dtype(x->dtype))
