@@ -22,13 +22,16 @@ void inject_thread_start_failure(int nth, int error);
 using RunClock = int64_t (*)();
 void set_run_clock(RunClock clock);
 
-class ScopedRunClock {
+// Sets a hook for the object's life, then removes it (nullptr).
+template <typename Hook, void (*Set)(Hook)>
+class ScopedHook {
  public:
-  explicit ScopedRunClock(RunClock clock) { set_run_clock(clock); }
-  ~ScopedRunClock() { set_run_clock(nullptr); }
-  ScopedRunClock(const ScopedRunClock&) = delete;
-  ScopedRunClock& operator=(const ScopedRunClock&) = delete;
+  explicit ScopedHook(Hook hook) { Set(hook); }
+  ~ScopedHook() { Set(nullptr); }
+  ScopedHook(const ScopedHook&) = delete;
+  ScopedHook& operator=(const ScopedHook&) = delete;
 };
+using ScopedRunClock = ScopedHook<RunClock, set_run_clock>;
 
 // Called by every pool worker (runtime/cpu/thread_pool.h) after it sees a new parallel_for
 // and before it tries to join its crew, with the worker's index (1 ..); it may block or
@@ -36,14 +39,7 @@ class ScopedRunClock {
 // Remove it only while no pool runs, or once the gate function lets every worker through.
 using WorkerGate = void (*)(int worker);
 void set_worker_gate(WorkerGate gate);
-
-class ScopedWorkerGate {
- public:
-  explicit ScopedWorkerGate(WorkerGate gate) { set_worker_gate(gate); }
-  ~ScopedWorkerGate() { set_worker_gate(nullptr); }
-  ScopedWorkerGate(const ScopedWorkerGate&) = delete;
-  ScopedWorkerGate& operator=(const ScopedWorkerGate&) = delete;
-};
+using ScopedWorkerGate = ScopedHook<WorkerGate, set_worker_gate>;
 
 // Lookups by name the runtime has made (an op's kernel by op type, an attribute by name
 // scanning a node's list), counted over the process. After a session is made and each node
