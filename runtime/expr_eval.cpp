@@ -4,19 +4,39 @@
 
 namespace cuvil::rt {
 
-ExprEvaluator::ExprEvaluator(const Program& p) : p_(p) { reset(); }
+ExprEvaluator::ExprEvaluator(const Program& p)
+    : p_(p), reset_values_(p.exprs.size(), 0), reset_state_(p.exprs.size(), 0) {
+  reset();
+}
 
+void ExprEvaluator::cache_constants() {
+  reset_values_.assign(p_.exprs.size(), 0);
+  reset_state_.assign(p_.exprs.size(), 0);
+  reset();
+  for (uint32_t id = 0; id < p_.exprs.size(); ++id) {
+    const ExprRange& r = p_.exprs[id];
+    bool constant = true;
+    for (uint32_t i = 0; i < r.count && constant; ++i) constant = p_.expr_code[r.begin + i].kind != ExprOpKind::kSymbol;
+    int64_t v = 0;
+    // One that fails (overflow, division by zero) stays unknown and fails again in the run.
+    if (constant) (void)eval(id, &v);
+  }
+  reset_values_ = values_;
+  reset_state_ = state_;
+}
+
+// Copy-assignments of equal sizes: no allocation.
 void ExprEvaluator::reset() {
   sym_values_.assign(p_.symbols.size(), 0);
   sym_state_.assign(p_.symbols.size(), 0);
-  values_.assign(p_.exprs.size(), 0);
-  state_.assign(p_.exprs.size(), 0);
+  values_ = reset_values_;
+  state_ = reset_state_;
 }
 
 void ExprEvaluator::unbind(const std::vector<uint32_t>& symbols) {
   if (symbols.empty()) return;
   for (uint32_t s : symbols) sym_state_[s] = 0;
-  state_.assign(p_.exprs.size(), 0);
+  state_ = reset_state_;  // the constants' values_ are never overwritten while known
 }
 
 Status ExprEvaluator::bind(uint32_t symbol, int64_t value, const std::string& source) {

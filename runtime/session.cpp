@@ -201,6 +201,7 @@ class RunOpContext : public OpContext {
 };
 
 Session::ProgramState::ProgramState(const Program& p) : program(p), eval(p) {
+  eval.cache_constants();  // the package is verified: every expression is well formed
   loops.resize(p.loops.size());
   for (size_t i = 0; i < loops.size(); ++i) {
     loops[i].who = "loop '" + p.loops[i].name + "'";
@@ -322,7 +323,8 @@ Status Session::bind_states() {
   for (StateBuffer& b : state_) {
     const StateRecord& r = *b.record;
     InputBinding& in = inputs_[r.input];
-    std::vector<int64_t> dims = r.max_dims;
+    std::vector<int64_t>& dims = dims_scratch_;  // reused: no allocation per state per run
+    dims = r.max_dims;
     for (size_t k = 0; k < dims.size(); ++k) {
       if (k == r.axis) {
         dims[k] = b.dims.empty() ? 0 : b.dims[k];
@@ -342,7 +344,7 @@ Status Session::bind_states() {
     }
     in.set = true;
     in.dtype = r.dtype;
-    in.dims = std::move(dims);
+    in.dims = dims;  // within the capacity of the previous run's dims
     in.bytes = static_cast<size_t>(byte_size(r.dtype, in.dims).value_or(0));  // <= max_bytes: dims <= max
     in.data = b.data.data();
   }
@@ -614,6 +616,7 @@ Status Session::eval_dims(uint32_t t, std::vector<int64_t>* dims, bool* unbound)
   dims->resize(d.dims.size());
   *unbound = false;
   for (size_t k = 0; k < d.dims.size(); ++k) {
+    if (eval_->known(d.dims[k], &(*dims)[k])) continue;  // most dims, in a steady run
     bool u = false;
     CUVIL_RETURN_IF_ERROR(eval_->eval(d.dims[k], &(*dims)[k], &u));
     if (u) *unbound = true;
@@ -640,8 +643,17 @@ Status Session::prepare_tensors() {
     arena_capacity_ = cap;
   }
   const uint8_t* weights = package_->weights();
+  // A weight's view (constant dims, a pointer into the package) is the same in every run of
+  // a program, and nothing but this function writes it: it is made in the first run after
+  // the program is activated and kept while the same program runs again.
+  const bool weight_views_made = weight_views_program_ == static_cast<int64_t>(active_);
+  weight_views_program_ = -1;  // until this function succeeds
   for (uint32_t t = 0; t < program_->tensors.size(); ++t) {
     const TensorDesc& d = program_->tensors[t];
+    if (d.kind == TensorKind::kWeight && weight_views_made) {
+      ready_[t] = 1;
+      continue;
+    }
     TensorView& v = views_[t];
     v.dtype = d.dtype;
     v.data = nullptr;
@@ -671,7 +683,7 @@ Status Session::prepare_tensors() {
           CUVIL_RETURN_IF_ERROR(eval_dims(t, &dims, &unbound));
           if (unbound) return make_status(StatusCode::kInvalidPackage, "arena tensor '", d.name, "' has unbound dims");
           int64_t off = 0;
-          CUVIL_RETURN_IF_ERROR(eval_->eval(d.arena_offset, &off));
+          if (!eval_->known(d.arena_offset, &off)) CUVIL_RETURN_IF_ERROR(eval_->eval(d.arena_offset, &off));
           auto bytes = byte_size(d.dtype, dims);
           if (!bytes || off < 0 || !range_within(static_cast<uint64_t>(off), *bytes, static_cast<uint64_t>(arena_size)))
             return make_status(StatusCode::kInvalidPackage, "arena tensor '", d.name, "' at offset ", off,
@@ -683,6 +695,7 @@ Status Session::prepare_tensors() {
       case TensorKind::kOutput: break;
     }
   }
+  weight_views_program_ = static_cast<int64_t>(active_);
   return Status::ok();
 }
 

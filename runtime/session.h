@@ -180,6 +180,7 @@ class Session {
   const Program* program_ = nullptr;   // &ps_->program
   ExprEvaluator* eval_ = nullptr;      // &ps_->eval
   std::vector<int64_t> dims_scratch_, own_dims_scratch_;  // reused by every run
+  int64_t weight_views_program_ = -1;  // the program whose weight views are made; -1: none
   bool collect_stats_ = false;
   RunStats stats_;
   // Tracing: the recording (kept after tracing is turned off, for trace_json), whether to

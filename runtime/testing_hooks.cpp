@@ -1,5 +1,5 @@
 // The test hooks of runtime/testing_hooks.h: process-wide atomics, read on the thread start
-// and deadline paths, and a counter of lookups by name.
+// and deadline paths and by pool workers, and a counter of lookups by name.
 #include "runtime/testing_hooks.h"
 
 #include <atomic>
@@ -12,6 +12,7 @@ std::atomic<int> g_fault_countdown{0};  // thread starts left until the fault; 0
 std::atomic<int> g_fault_error{0};
 std::atomic<RunClock> g_clock{nullptr};
 std::atomic<int64_t> g_name_lookups{0};
+std::atomic<WorkerGate> g_worker_gate{nullptr};
 
 }  // namespace
 
@@ -38,6 +39,12 @@ int64_t run_clock_now_ns() {
   return std::chrono::duration_cast<std::chrono::nanoseconds>(
              std::chrono::steady_clock::now().time_since_epoch())
       .count();
+}
+
+void set_worker_gate(WorkerGate gate) { g_worker_gate.store(gate, std::memory_order_release); }
+
+void pass_worker_gate(int worker) {
+  if (WorkerGate gate = g_worker_gate.load(std::memory_order_acquire)) gate(worker);
 }
 
 }  // namespace cuvil::rt::testing

@@ -1,7 +1,8 @@
 // Test-only fault injection and clock replacement for the runtime. Tests run as root, where
-// process limits (RLIMIT_NPROC) do not stop a thread from starting, and a real clock makes a
-// deadline's granularity a matter of luck; these hooks let a test make exactly the Nth thread
-// start fail and decide what time it is at every deadline check. They are internal (not in
+// process limits (RLIMIT_NPROC) do not stop a thread from starting, a real clock makes a
+// deadline's granularity a matter of luck, and whether a pool worker is scheduled in time is
+// up to the OS; these hooks let a test make exactly the Nth thread start fail, decide what
+// time it is at every deadline check, and hold a pool worker before it joins a parallel_for. They are internal (not in
 // cuvil.h, no environment variable): production code only reads them, and with no hook set
 // it costs one relaxed atomic load per use. Both are process-wide, so a test that sets one
 // restores it before it ends (ScopedRunClock / the one-shot fault do that).
@@ -21,13 +22,24 @@ void inject_thread_start_failure(int nth, int error);
 using RunClock = int64_t (*)();
 void set_run_clock(RunClock clock);
 
-class ScopedRunClock {
+// Sets a hook for the object's life, then removes it (nullptr).
+template <typename Hook, void (*Set)(Hook)>
+class ScopedHook {
  public:
-  explicit ScopedRunClock(RunClock clock) { set_run_clock(clock); }
-  ~ScopedRunClock() { set_run_clock(nullptr); }
-  ScopedRunClock(const ScopedRunClock&) = delete;
-  ScopedRunClock& operator=(const ScopedRunClock&) = delete;
+  explicit ScopedHook(Hook hook) { Set(hook); }
+  ~ScopedHook() { Set(nullptr); }
+  ScopedHook(const ScopedHook&) = delete;
+  ScopedHook& operator=(const ScopedHook&) = delete;
 };
+using ScopedRunClock = ScopedHook<RunClock, set_run_clock>;
+
+// Called by every pool worker (runtime/cpu/thread_pool.h) after it sees a new parallel_for
+// and before it tries to join its crew, with the worker's index (1 ..); it may block or
+// sleep, standing for a worker the OS has not scheduled yet. nullptr (the default) removes it.
+// Remove it only while no pool runs, or once the gate function lets every worker through.
+using WorkerGate = void (*)(int worker);
+void set_worker_gate(WorkerGate gate);
+using ScopedWorkerGate = ScopedHook<WorkerGate, set_worker_gate>;
 
 // Lookups by name the runtime has made (an op's kernel by op type, an attribute by name
 // scanning a node's list), counted over the process. After a session is made and each node
@@ -42,5 +54,7 @@ void count_name_lookup();
 int take_thread_start_fault();
 // The time for deadline checks, from the hook or steady_clock.
 int64_t run_clock_now_ns();
+// Runs the worker gate, if one is set.
+void pass_worker_gate(int worker);
 
 }  // namespace cuvil::rt::testing

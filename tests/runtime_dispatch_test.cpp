@@ -6,9 +6,7 @@
 //   thread only) on a program whose kernels allocate nothing either.
 // - RuntimeRunStats: cuvil_session_get_run_stats splits a run into binding, dispatch and
 //   kernels, and reports nothing timed while disabled.
-// - RuntimeThreads (pool): the spin-then-sleep worker pool runs every chunk of thousands of
-//   back-to-back parallel_fors, whether its workers are caught spinning or asleep, with the
-//   caller taking chunks too; a stop still lands between chunks.
+// The worker pool's own tests (RuntimeThreads) are in thread_pool_test.cpp.
 #include <gtest/gtest.h>
 
 #include <atomic>
@@ -18,7 +16,6 @@
 #include <string>
 #include <vector>
 
-#include "runtime/cpu/thread_pool.h"
 #include "runtime/testing_hooks.h"
 #include "runtime_harness.h"
 
@@ -189,58 +186,6 @@ TEST(RuntimeRunStats, NullArgumentsAreRefused) {
   ASSERT_TRUE(s);
   EXPECT_TRUE(Fails(cuvil_session_get_run_stats(s.get(), nullptr), CUVIL_INVALID_ARGUMENT,
                     {"null session or stats"}));
-}
-
-// ---- RuntimeThreads: the pool ----
-
-// Thousands of small parallel_fors back to back, each checked for every index exactly once
-// and for the caller's share; spin_turns 0 makes every worker sleep between them (the wake
-// path), the default catches them spinning.
-void hammer_pool(int threads, int spin_turns, int rounds) {
-  rt::ThreadPool pool;
-  ASSERT_TRUE(pool.start(threads).is_ok());
-  pool.set_spin_turns(spin_turns);
-  constexpr int64_t kN = 64;
-  std::vector<std::atomic<int>> hits(kN);
-  std::atomic<int64_t> caller_chunks{0};
-  for (int round = 0; round < rounds; ++round) {
-    for (auto& h : hits) h.store(0, std::memory_order_relaxed);
-    const bool all = pool.parallel_for(kN, 1, [&](int64_t b, int64_t e, int worker) {
-      if (worker == 0) caller_chunks.fetch_add(1, std::memory_order_relaxed);
-      for (int64_t i = b; i < e; ++i) hits[static_cast<size_t>(i)].fetch_add(1, std::memory_order_relaxed);
-    });
-    ASSERT_TRUE(all);
-    for (int64_t i = 0; i < kN; ++i) ASSERT_EQ(hits[static_cast<size_t>(i)].load(), 1) << "round " << round << " index " << i;
-  }
-  EXPECT_GT(caller_chunks.load(), 0) << "the caller took no chunk";
-}
-
-TEST(RuntimeThreads, PoolRunsEveryChunkWhenWorkersSleepBetweenCalls) { hammer_pool(4, 0, 3000); }
-TEST(RuntimeThreads, PoolRunsEveryChunkWhenWorkersSpinBetweenCalls) {
-  // Fewer rounds: on a machine with fewer free cores than threads each round waits for the
-  // spinners' time slices.
-  hammer_pool(4, rt::ThreadPool::kSpinTurns, 300);
-}
-
-struct StopAfter final : rt::StopCheck {
-  std::atomic<int> left;
-  explicit StopAfter(int n) : left(n) {}
-  bool should_stop() override { return left.fetch_sub(1) <= 0; }
-};
-
-TEST(RuntimeThreads, PoolStopsBetweenChunksWhileWorkersSpin) {
-  rt::ThreadPool pool;
-  ASSERT_TRUE(pool.start(3).is_ok());
-  StopAfter stop(10);  // ten chunks may start, counted over every thread
-  pool.set_stop_check(&stop);
-  std::atomic<int> chunks{0};
-  EXPECT_FALSE(pool.parallel_for(1000, 1, [&](int64_t, int64_t, int) { chunks.fetch_add(1); }));
-  EXPECT_LE(chunks.load(), 10);
-  pool.set_stop_check(nullptr);
-  // The pool is usable afterwards, with its workers spinning or asleep.
-  chunks = 0;
-  EXPECT_TRUE(pool.parallel_for(1000, 1, [&](int64_t, int64_t, int) { chunks.fetch_add(1); }));
-  EXPECT_EQ(chunks.load(), 1000);
 }
 
 }  // namespace
