@@ -6,6 +6,15 @@
 namespace cuvil::rt {
 namespace {
 
+// Ops whose kernels read only their inputs' dims, never the data (runtime/cpu/ops/tensor.cpp):
+// the past's view has the committed dims in place too, so these may read it (exporters compute
+// the past length with Shape -> Gather, which shape-arithmetic turns into SymbolicInts).
+bool reads_only_dims(const NodeRecord& n) {
+  const bool onnx = n.domain.empty() || n.domain == "ai.onnx";
+  return (onnx && (n.op_type == "Shape" || n.op_type == "Size")) ||
+         (n.domain == "cuvil" && n.op_type == "SymbolicInts");
+}
+
 // Why state `r` cannot be kept in place in program `p`, or "" when it can.
 std::string why_not_in_place(const Program& p, const StateRecord& r) {
   const uint32_t past = p.inputs[r.input], present = p.outputs[r.output];
@@ -36,6 +45,7 @@ std::string why_not_in_place(const Program& p, const StateRecord& r) {
   for (const NodeRecord& n : p.nodes) {
     int reads = 0;
     for (uint32_t in : n.inputs) reads += (in == past) + (in == present) * 2;
+    if (reads == 1 && &n != writer && reads_only_dims(n)) continue;
     if (&n == writer ? reads != 1 : reads != 0)
       return "node '" + n.name + "' (" + n.op_type + ") also reads '" + (reads >= 2 ? present_name : past_name) + "'";
   }

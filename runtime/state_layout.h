@@ -12,8 +12,8 @@
 // That is only safe when the Attention node is the whole story: in every program the present
 // is written by one cuvil::Attention (output 1 or 2) whose past_key / past_value (input 4 or 5)
 // is the state's input, that node runs once per run (CallOp, no loops), and nothing else reads
-// the past or the present (no other node, tile kernel or Copy; the present is the program
-// output only). Otherwise the state is copied: the present is written whole, packed, and the
+// the past or the present (no other node, tile kernel or Copy, except ops that read only the
+// past's dims, such as Shape; the present is the program output only). Otherwise the state is copied: the present is written whole, packed, and the
 // commit swaps it in.
 #pragma once
 

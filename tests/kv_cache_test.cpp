@@ -421,8 +421,8 @@ int64_t jumping_clock() {  // past any deadline after a few readings: the run st
 }
 
 // The same decoder with its states copied (the attention fusion skipped: the presents are
-// Concats that MatMuls read) and kept in place (the fused Attention appends), and gpt2_kv,
-// runtime/state_layout.h.
+// Concats that MatMuls read) and kept in place (the fused Attention appends), and gpt2_kv (in
+// place), runtime/state_layout.h.
 const std::pair<const char*, const char*> kLayouts[] = {
     {"gpt2_tiny_past", "--skip-pass=fuse-attention"}, {"gpt2_tiny_past", ""}, {"gpt2_kv", ""}};
 
@@ -543,6 +543,12 @@ TEST(KvCacheInPlace, LayoutIsDecidedFromTheProgramAndReported) {
             std::string::npos)
       << fused;
   EXPECT_NE(fused.find("state past_value_1: in place\n"), std::string::npos) << fused;
+  // The decoders of export_decoders.py (masks filled with -1e9, the past length read by Shape)
+  // fuse and append in place too.
+  for (const char* model : {"gpt2_kv", "llama_kv"}) {
+    const std::string text = manifest_of(KvPackages::get().package(model));
+    EXPECT_NE(text.find("-> present_value_1; in place\n"), std::string::npos) << text;
+  }
   const std::string unfused =
       manifest_of(KvPackages::get().package("gpt2_tiny_past", 64, "--skip-pass=fuse-attention"));
   EXPECT_NE(unfused.find("-> present_key_0; copied: 'present_key_0' is not made by a fused Attention from "
