@@ -289,6 +289,21 @@ std::string manifest_of(const std::string& path) {
   return pkg ? pkg->manifest().text + "\n" + pkg->report() : "";
 }
 
+// Writes saved[i] (f32, dims[i]) into state i of the session; "" or the first failure.
+std::string write_states(cuvil_model* m, cuvil_session* s, const std::vector<std::vector<int64_t>>& dims,
+                         const std::vector<std::vector<float>>& saved) {
+  for (size_t i = 0; i < saved.size(); ++i) {
+    cuvil_state_info si;
+    if (std::string e = take(cuvil_model_state_info(m, i, &si)); !e.empty()) return e;
+    const int32_t rank = static_cast<int32_t>(dims[i].size());
+    if (std::string e = take(cuvil_session_write_state(s, si.name, 1, rank, dims[i].data(), saved[i].data(),
+                                                       saved[i].size() * 4));
+        !e.empty())
+      return e;
+  }
+  return "";
+}
+
 TEST(KvCache, GreedyTokensEqualOnnxRuntimesLoop) {
   for (const std::string model : {"gpt2_kv", "llama_kv", "gpt2_tiny_past"}) {
     SCOPED_TRACE(model);
@@ -400,13 +415,7 @@ TEST(KvCache, ReadResetWriteContinuesTheSequence) {
   std::vector<float> big(2 * 65 * 16);
   EXPECT_EQ(take(cuvil_session_write_state(b.get(), "past_key_0", 1, 4, too_long, big.data(), big.size() * 4)),
             "5: state 'past_key_0': dim 2 is 65, outside [0, 64] (the compiled maximum [1, 2, 64, 16])");
-  for (size_t i = 0; i < 4; ++i) {
-    cuvil_state_info si;
-    cuvil_model_state_info(m.get(), i, &si);
-    ASSERT_EQ(take(cuvil_session_write_state(b.get(), si.name, 1, 4, dims[i].data(), saved[i].data(),
-                                             saved[i].size() * 4)),
-              "");
-  }
+  ASSERT_EQ(write_states(m.get(), b.get(), dims, saved), "");
   ASSERT_EQ(take(cuvil_session_state_length(b.get(), &length)), "");
   EXPECT_EQ(length, 8);
   const std::vector<int64_t> next = {argmax(la)};
@@ -628,13 +637,7 @@ TEST(KvCacheInPlace, PresentOutputsAndStateCallsSeeThePackedCache) {
     dims.push_back({1, 4, 9, 32});
   }
   ASSERT_EQ(take(cuvil_session_reset_state(b.get())), "");
-  for (size_t i = 0; i < 4; ++i) {
-    cuvil_state_info si;
-    cuvil_model_state_info(m.get(), i, &si);
-    ASSERT_EQ(take(cuvil_session_write_state(b.get(), si.name, 1, 4, dims[i].data(), saved[i].data(),
-                                             saved[i].size() * 4)),
-              "");
-  }
+  ASSERT_EQ(write_states(m.get(), b.get(), dims, saved), "");
   // The last run's present output is still what the run left.
   ASSERT_EQ(take(cuvil_session_get_output(b.get(), present_index, &info, &data, &bytes)), "");
   EXPECT_EQ(std::memcmp(data, key1.data(), bytes), 0);
