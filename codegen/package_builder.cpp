@@ -5,6 +5,7 @@
 #include "ir/printer.h"
 #include "runtime/crc32.h"
 #include "runtime/package.h"
+#include "runtime/state_layout.h"
 #include "support/error.h"
 
 namespace cuvil::codegen {
@@ -166,16 +167,25 @@ PackagePieces build_package_pieces(const Model& model, const std::vector<BucketP
   }
   contents.states = state_records(lowered.program, states);
   if (!states.empty()) {
-    // The manifest names the state for `cuvilc inspect` and humans; the STATE section is what
-    // the runtime reads.
+    // The manifest names the state for `cuvilc inspect` and humans, with the layout a session
+    // will choose from these programs (runtime/state_layout.h); the STATE section is what the
+    // runtime reads.
+    std::vector<const rt::Program*> lowered_programs;
+    for (const rt::PackageProgram& p : contents.programs) lowered_programs.push_back(&p.program);
+    const std::vector<rt::StateLayout> layouts = rt::plan_state_layouts(lowered_programs, contents.states);
     std::vector<rt::ManifestEntry> extra;
-    for (const KvCachePair& pair : states) {
+    std::ostringstream report;
+    for (size_t i = 0; i < states.size(); ++i) {
+      const KvCachePair& pair = states[i];
       std::string dims;
       for (size_t k = 0; k < pair.max_dims.size(); ++k) dims += (k ? ", " : "") + std::to_string(pair.max_dims[k]);
       extra.push_back({"state", pair.input + " " + dtype_name(pair.dtype) + "[" + dims + "] length " + pair.symbol +
-                                    " axis " + std::to_string(pair.axis) + " -> " + pair.output});
+                                    " axis " + std::to_string(pair.axis) + " -> " + pair.output + "; " +
+                                    rt::state_layout_text(layouts[i])});
+      report << "state " << pair.input << ": " << rt::state_layout_text(layouts[i]) << "\n";
     }
     contents.manifest += rt::render_manifest(extra).substr(rt::render_manifest({}).size());
+    contents.report += report.str();
   }
   out.head = rt::write_package_head(contents, at, crc);
   out.size = out.head.size() + at;

@@ -17,9 +17,11 @@
 namespace cuvil {
 namespace {
 
-// Where fills at or below this vanish from a softmax row exactly (exp underflows to 0 for any
-// finite row maximum), like the -inf of a bool mask, wherever the row keeps an entry.
-constexpr double kMaskFillLimit = -1e30;
+// Where fills at or below this vanish from a softmax row exactly (exp underflows to 0 below
+// -104), like the -inf of a bool mask, wherever the row keeps an entry whose score is above
+// F + 104 + |the masked scores| (any score within ~5e8 for F = -1e9). -1e9 is the fill of
+// hand-written decoders (testdata/scripts/export_decoders.py); HF uses finfo.min.
+constexpr double kMaskFillLimit = -1e9;
 
 struct GraphView {
   Graph& g;
@@ -431,10 +433,10 @@ std::optional<AffineMask> affine_mask(const GraphView& gv, ValueId v, int depth)
 }
 
 // `mask` (the only mask, added to the scores [B, H, S, T]) is 0 where j <= i + T - S and a fill
-// <= -1e30 elsewhere, with every dim the scores' (provably, or 1 on B and H): then dropping it
-// for is_causal = 1 is exact. A masked entry is scale * s + F, which rounds to F (the pass's
-// assumption |scale * s| < ulp(F) / 2) or is -inf, and weighs exactly 0 in a row that keeps an
-// entry, as -inf does; every row keeps key 0 (T - S >= 0).
+// <= -1e9 elsewhere, with every dim the scores' (provably, or 1 on B and H): then dropping it
+// for is_causal = 1 is exact. A masked entry is scale * s + F (or -inf), at least 104 below
+// the row's kept entries while the scores stay within ~5e8, so it weighs exactly 0 (exp
+// underflows), as -inf does; every row keeps key 0 (T - S >= 0).
 bool mask_is_causal(const GraphView& gv, ValueId mask, ValueId scores, const Dim& S, const Dim& T) {
   if (!S || !T || !sym::prove_less_equal(*S, *T, gv.ranges)) return false;
   const std::optional<AffineMask> m = affine_mask(gv, mask, 0);
@@ -716,8 +718,9 @@ class Fuser {
   // How the peeled masks become the fused op's one mask input, decided before anything is
   // created. A Where with fill -inf is the bool mask cond; one with a finite fill F becomes the
   // float mask Where(cond, 0, F): the fused op then adds scale * s to F, which rounds back to
-  // F (|scale * s| < ulp(F) / 2, about 1e22 for F = -1e30), so even a row the Where masks
-  // entirely stays what the unfused softmax makes of it (uniform), where -inf would give NaN.
+  // F (|scale * s| < ulp(F) / 2: 32 for F = -1e9, about 1e22 for F = -1e30), so even a row
+  // the Where masks entirely stays what the unfused softmax makes of it (uniform), where -inf
+  // would give NaN.
   // With a float mask m too: Where(cond, m, F) when the Where is outside the Add, else
   // Add(Where(cond, 0, F), m), again exactly the values the unfused graph adds to the scores.
   enum class MaskKind { None, Float, Bool, WhereZero, WhereMask, AddWhere };

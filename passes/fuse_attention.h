@@ -6,7 +6,7 @@
 // [0, 2, 3, 1] of a [B, T, H, D] tensor (BERT; K becomes a new Transpose [0, 2, 1, 3] of it).
 // The scale is a product of constant scalar Mul/Div on the scores, on Q and on K. The masks
 // are an Add of a float tensor and/or a Where(cond, scores, fill), or masked_fill's
-// Where(cond, fill, scores), with a constant fill <= -1e30. A lone Where whose cond is proven
+// Where(cond, fill, scores), with a constant fill <= -1e9. A lone Where whose cond is proven
 // a slice [T-S:T, :T] of a constant lower-triangular buffer [N, N] (T <= N) is is_causal = 1
 // (no row is then empty). Where T <= N is not proven the window proof is redone assuming it:
 // the unfused graph fails unless T <= N (the cond's min(T, N) columns must broadcast against
@@ -14,7 +14,7 @@
 // unfused graph fails), and the softmax input's min(T, N)-style dims, which shape inference
 // took from the cond, count as the scores' S and T when they are equal under T <= N and the
 // same facts of the layers fused before (whose shapes the later layers' follow). An additive
-// float mask that is, element by element, 0 where j <= i + T - S and a fill <= -1e30
+// float mask that is, element by element, 0 where j <= i + T - S and a fill <= -1e9
 // elsewhere, computed from Range/Less/Where/ConstantOfShape and layout ops (LLaMA's
 // _make_causal_mask), is is_causal = 1 too, and its [S, T] tensor is no longer computed.
 // Otherwise the masks become the one mask input, exactly: fill -inf
@@ -22,7 +22,9 @@
 // Where(cond, 0, F) (with a float mask m: Where(cond, m, F) or Where(cond, 0, F) + m, as the
 // Add and the Where nest), because -inf would turn a row the masks cover entirely, uniform in
 // the unfused graph, into NaN (HF GPT-2 with a padded position). That assumes |scale * score|
-// < ulp(F) / 2 (~1e22 for F = -1e30), as scale * score + F then rounds to F. Softmax may sit
+// < ulp(F) / 2 (32 for F = -1e9, ~1e22 for F = -1e30), as scale * score + F then rounds to F;
+// it matters only for such rows: in a row that keeps an entry the masked ones weigh exactly 0
+// on both sides while the scores stay within ~5e8 of each other. Softmax may sit
 // between Casts to float (identities on the float32 tensors fused). LLaMA's repeat_kv
 // (Unsqueeze, Expand, Reshape of [B, Hkv, T, D] to [B, Hkv*n, T, D]) on K and V is absorbed
 // (grouped-query heads), and a Concat(past, new, axis 2) on both becomes past_key/past_value,

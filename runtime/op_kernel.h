@@ -72,6 +72,12 @@ class OpContext {
   // On a shape that contradicts the compiled shape, returns an error status instead.
   virtual Status allocate_output(size_t i, DType dtype, const std::vector<int64_t>& dims,
                                  TensorView** out) = 0;
+  // For an input bound to a session state kept in place (runtime/state_layout.h): the rows
+  // its buffer holds per leading index (the state's maximum length), which is then the row
+  // stride of the view, not dims[2]; 0 for every other input (dense, row-major). The state's
+  // present output is allocated in the same buffer (its first dims[2] rows are the input's),
+  // and the kernel may write only the rows after those.
+  virtual int64_t cache_capacity(size_t /*input*/) const { return 0; }
   // Number of worker threads a kernel may use through parallel_for (>= 1).
   virtual int threads() const = 0;
   // Runs fn(begin, end) over [0, n) split into chunks across the worker threads. When the

@@ -10,6 +10,7 @@
 
 #include "runtime/cpu/tile_interpreter.h"
 #include "runtime/cuda/driver.h"
+#include "runtime/state_layout.h"
 #include "runtime/testing_hooks.h"
 #include "support/checked.h"
 
@@ -22,6 +23,34 @@ std::string dims_text(const std::vector<int64_t>& dims) {
   std::string s = "[";
   for (size_t i = 0; i < dims.size(); ++i) s += (i ? ", " : "") + std::to_string(dims[i]);
   return s + "]";
+}
+
+// A tensor as blocks of rows along `axis`: `outer` blocks (the product of the dims before the
+// axis) of `rows` rows of `row_bytes` bytes. An in-place state keeps each block `capacity` rows
+// apart; copy_row_blocks moves the rows between that layout and a packed tensor.
+struct RowBlocks {
+  int64_t outer = 1, rows = 0;
+  size_t row_bytes = 0;
+};
+
+RowBlocks row_blocks(DType dtype, const std::vector<int64_t>& dims, size_t axis) {
+  RowBlocks b;
+  b.rows = dims[axis];
+  int64_t inner = 1;
+  for (size_t k = 0; k < dims.size(); ++k) {
+    if (k < axis) b.outer *= dims[k];
+    if (k > axis) inner *= dims[k];
+  }
+  b.row_bytes = static_cast<size_t>(inner) * static_cast<size_t>(dtype_bits(dtype) / 8);
+  return b;
+}
+
+// Block o's rows: from src + o * src_stride rows to dst + o * dst_stride rows.
+void copy_row_blocks(const RowBlocks& b, uint8_t* dst, int64_t dst_stride, const uint8_t* src, int64_t src_stride) {
+  if (b.rows == 0 || b.row_bytes == 0) return;
+  for (int64_t o = 0; o < b.outer; ++o)
+    std::memcpy(dst + static_cast<size_t>(o * dst_stride) * b.row_bytes,
+                src + static_cast<size_t>(o * src_stride) * b.row_bytes, static_cast<size_t>(b.rows) * b.row_bytes);
 }
 
 // The clock of the run statistics: steady_clock, a vDSO read of about 20 ns, taken only
@@ -165,6 +194,12 @@ class RunOpContext : public OpContext {
   bool output_wanted(size_t i) const override {
     return i < node_.outputs.size() && node_.outputs[i] != kNone;
   }
+  int64_t cache_capacity(size_t i) const override {
+    if (i >= node_.inputs.size() || node_.inputs[i] == kNone) return 0;
+    const uint32_t t = node_.inputs[i];
+    const uint32_t state = s_.ps_->in_place_state[t];
+    return state != kNone && s_.program_->tensors[t].kind == TensorKind::kInput ? s_.state_[state].capacity : 0;
+  }
   Status allocate_output(size_t i, DType dtype, const std::vector<int64_t>& dims,
                          TensorView** out) override {
     if (!output_wanted(i)) {
@@ -233,18 +268,30 @@ Session::Session(std::shared_ptr<const LoadedPackage> package, const SessionOpti
   ready_.assign(tensors, 0);
   heap_.resize(tensors);
   // State tensors: both the committed buffer and every program's present output buffer are
-  // reserved at the maximum size, so that swapping them on commit never reallocates.
+  // reserved at the maximum size, so that swapping them on commit never reallocates (and a
+  // state kept in place, whose buffer is never swapped, packs its present there when read).
   input_state_.assign(inputs_.size(), kNone);
   const Program& p0 = *program_;
   ExprEvaluator eval(p0);
+  std::vector<const Program*> programs;
+  for (const Program& p : package_->programs()) programs.push_back(&p);
+  const std::vector<StateLayout> layouts = plan_state_layouts(programs, package_->states());
+  for (const std::unique_ptr<ProgramState>& ps : states_) ps->in_place_state.assign(ps->program.tensors.size(), kNone);
   for (const StateRecord& r : package_->states()) {
     StateBuffer b;
     b.record = &r;
     b.who = "state '" + r.name + "'";
     b.max_bytes = byte_size(r.dtype, r.max_dims).value_or(0);  // checked at load
-    b.data.reserve(b.max_bytes + 1);
-    for (const std::unique_ptr<ProgramState>& ps : states_)
+    b.in_place = layouts[state_.size()].in_place;
+    b.capacity = r.max_dims[r.axis];
+    if (b.in_place) b.data.resize(b.max_bytes + 1);  // never resized again: kernels append into it
+    else b.data.reserve(b.max_bytes + 1);
+    for (const std::unique_ptr<ProgramState>& ps : states_) {
       heap_[ps->program.outputs[r.output]].reserve(b.max_bytes + 1);
+      if (b.in_place)
+        for (uint32_t t : {ps->program.inputs[r.input], ps->program.outputs[r.output]})
+          ps->in_place_state[t] = static_cast<uint32_t>(state_.size());
+    }
     input_state_[r.input] = static_cast<uint32_t>(state_.size());
     const TensorDesc& d = p0.tensors[p0.inputs[r.input]];
     b.dim_source.assign(d.dims.size(), {kNone, kNone});
@@ -288,7 +335,12 @@ Status Session::read_state(size_t index, void* buffer, size_t capacity) const {
   if (capacity < bytes)
     return make_status(StatusCode::kInvalidArgument, b.who, " holds ", bytes, " bytes (", dims_text(b.dims),
                        "), the buffer has ", capacity);
-  if (bytes) std::memcpy(buffer, b.data.data(), bytes);
+  if (!bytes) return Status::ok();
+  if (b.in_place)
+    copy_row_blocks(row_blocks(b.record->dtype, b.dims, b.record->axis), static_cast<uint8_t*>(buffer),
+                    b.dims[b.record->axis], b.data.data(), b.capacity);
+  else
+    std::memcpy(buffer, b.data.data(), bytes);
   return Status::ok();
 }
 
@@ -310,8 +362,15 @@ Status Session::write_state(size_t index, DType dtype, const std::vector<int64_t
     return make_status(StatusCode::kInvalidArgument, b.who, ": buffer has ", bytes, " bytes but shape ",
                        dims_text(dims), " needs ", need);
   if (!data && bytes > 0) return make_status(StatusCode::kInvalidArgument, b.who, ": data is null");
-  b.data.resize(bytes + 1);  // within the reserved capacity
-  if (bytes) std::memcpy(b.data.data(), data, bytes);
+  if (b.in_place) {
+    // The last run's present output is read from this buffer: keep it readable as it was.
+    if (last_run_ok_) packed_present(static_cast<uint32_t>(index));
+    copy_row_blocks(row_blocks(dtype, dims, r.axis), b.data.data(), b.capacity, static_cast<const uint8_t*>(data),
+                    dims[r.axis]);
+  } else {
+    b.data.resize(bytes + 1);  // within the reserved capacity
+    if (bytes) std::memcpy(b.data.data(), data, bytes);
+  }
   b.dims = dims;
   return Status::ok();
 }
@@ -351,33 +410,44 @@ Status Session::bind_states() {
   return Status::ok();
 }
 
-// After a successful run: every state's present must extend its past (same dims but the
-// axis, no shorter) and fit the maximum length; then all are committed at once.
+// Whether a present of `dtype` and `dims` made for state `b` extends its past (same dims but
+// the axis, no shorter) and fits the maximum length.
+Status Session::check_present(const StateBuffer& b, DType dtype, const std::vector<int64_t>& dims) const {
+  const StateRecord& r = *b.record;
+  const std::vector<int64_t>& past = inputs_[r.input].dims;
+  bool extends = dims.size() == past.size() && dtype == r.dtype;
+  for (size_t k = 0; extends && k < past.size(); ++k) extends = k == r.axis ? dims[k] >= past[k] : dims[k] == past[k];
+  if (!extends)
+    return make_status(StatusCode::kRuntime, b.who, ": output '", program_->tensors[program_->outputs[r.output]].name,
+                       "' has shape ", dims_text(dims), ", which does not extend the state's ", dims_text(past),
+                       " along axis ", r.axis);
+  if (dims[r.axis] > r.max_dims[r.axis]) {
+    const Symbol& sym = program_->symbols[r.symbol];
+    return make_status(StatusCode::kShape, b.who, ": this run would leave ", dims[r.axis],
+                       " rows in the cache, past the range of '", sym.name, "' [", sym.lo, ", ", sym.hi,
+                       "] (compile with a larger --dim ", sym.name, "=", sym.lo, ":N, or reset the state)");
+  }
+  return Status::ok();
+}
+
+// After a successful run: every state's present must extend its past and fit the maximum
+// length; then all are committed at once. A state kept in place already holds the new rows
+// after its committed ones (the kernel appended them): committing is taking the new length.
 Status Session::commit_states() {
   for (StateBuffer& b : state_) {
-    const StateRecord& r = *b.record;
-    const TensorView& v = views_[program_->outputs[r.output]];
-    const std::vector<int64_t>& past = inputs_[r.input].dims;
-    bool extends = v.dims.size() == past.size() && v.dtype == r.dtype;
-    for (size_t k = 0; extends && k < past.size(); ++k)
-      extends = k == r.axis ? v.dims[k] >= past[k] : v.dims[k] == past[k];
-    if (!extends)
-      return make_status(StatusCode::kRuntime, b.who, ": output '", program_->tensors[program_->outputs[r.output]].name,
-                         "' has shape ", dims_text(v.dims), ", which does not extend the state's ", dims_text(past),
-                         " along axis ", r.axis);
-    if (v.dims[r.axis] > r.max_dims[r.axis]) {
-      const Symbol& sym = program_->symbols[r.symbol];
-      return make_status(StatusCode::kShape, b.who, ": this run would leave ", v.dims[r.axis],
-                         " rows in the cache, past the range of '", sym.name, "' [", sym.lo, ", ", sym.hi,
-                         "] (compile with a larger --dim ", sym.name, "=", sym.lo, ":N, or reset the state)");
-    }
+    const TensorView& v = views_[program_->outputs[b.record->output]];
+    CUVIL_RETURN_IF_ERROR(check_present(b, v.dtype, v.dims));
+    if (b.in_place && v.data != b.data.data())
+      return make_status(StatusCode::kRuntime, b.who, ": the present was not written in place");
   }
   for (StateBuffer& b : state_) {
     const StateRecord& r = *b.record;
     const uint32_t t = program_->outputs[r.output];
     const TensorView& v = views_[t];
     const size_t bytes = v.bytes();
-    if (v.data == heap_[t].data() && heap_[t].capacity() >= b.max_bytes + 1) {
+    if (b.in_place) {
+      b.present_packed = false;
+    } else if (v.data == heap_[t].data() && heap_[t].capacity() >= b.max_bytes + 1) {
       // Double buffering: the present becomes the state, the old state the next present's
       // storage. The output's view stays valid (it points into the committed buffer).
       std::swap(heap_[t], b.data);
@@ -721,6 +791,16 @@ Status Session::materialize(uint32_t t, const std::vector<int64_t>& dims, const 
                          " but the compiled shape says dim ", k, " = ", eval_->to_string(d.dims[k]), " = ", v);
   }
   TensorView& view = views_[t];
+  if (d.kind == TensorKind::kOutput && ps_->in_place_state[t] != kNone) {
+    // A state's present kept in place: the state's own buffer, checked to fit before any
+    // kernel writes a row (runtime/state_layout.h).
+    StateBuffer& b = state_[ps_->in_place_state[t]];
+    CUVIL_RETURN_IF_ERROR(check_present(b, d.dtype, dims));
+    view.dims = dims;
+    view.data = b.data.data();
+    ready_[t] = 1;
+    return Status::ok();
+  }
   if (d.kind == TensorKind::kIntermediate && d.arena_offset != kNone) {
     ready_[t] = 1;  // storage assigned in prepare_tensors, dims equal by the checks above
     return Status::ok();
@@ -964,9 +1044,29 @@ Status Session::run() {
   return st;
 }
 
-const TensorView* Session::output(size_t index) const {
+const TensorView* Session::output(size_t index) {
   if (!last_run_ok_ || index >= program_->outputs.size()) return nullptr;
-  return &views_[program_->outputs[index]];
+  const uint32_t t = program_->outputs[index];
+  const uint32_t state = ps_->in_place_state[t];
+  return state == kNone ? &views_[t] : packed_present(state);
+}
+
+// The last run's present of in-place state `index`, packed into the output's own storage on
+// its first read: in the state's buffer its rows are `capacity` apart. Rows [0, T) stay as the
+// run left them until the next run (which writes only after them) or write_state (which packs
+// first).
+const TensorView* Session::packed_present(uint32_t index) {
+  StateBuffer& b = state_[index];
+  const uint32_t t = program_->outputs[b.record->output];
+  TensorView& v = views_[t];
+  if (!b.present_packed) {
+    const RowBlocks blocks = row_blocks(v.dtype, v.dims, b.record->axis);
+    heap_[t].resize(v.bytes() + 1);  // within the reserved capacity
+    copy_row_blocks(blocks, heap_[t].data(), blocks.rows, b.data.data(), b.capacity);
+    v.data = heap_[t].data();
+    b.present_packed = true;
+  }
+  return &v;
 }
 
 }  // namespace cuvil::rt

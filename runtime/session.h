@@ -85,8 +85,9 @@ class Session {
   // any, stops at its next check with kCancelled. Without a run in progress it does nothing
   // (the next run is not affected). Returns whether a run was in progress.
   bool cancel() { return stop_.cancel(); }
-  // Valid after a successful run until the next run.
-  const TensorView* output(size_t index) const;
+  // Valid after a successful run until the next run. The present of a state kept in place
+  // (runtime/state_layout.h) is copied out of the state on its first read.
+  const TensorView* output(size_t index);
   // Time the next runs (two clock reads per kernel call and a few per run); off by default.
   void enable_run_stats(bool on);
   // The last run's statistics (times 0 when disabled), whatever its outcome.
@@ -109,7 +110,9 @@ class Session {
   // is made. A state's input is not set by the caller: each run binds it to the committed
   // contents (its length symbol, e.g. `past`, takes the committed length) and, when the run
   // succeeds, the record's output (present = Concat(past, new)) becomes the committed
-  // contents. A failed or cancelled run leaves every state as it was.
+  // contents. A failed or cancelled run leaves every state as it was. A state kept in place
+  // (runtime/state_layout.h) is never copied: the run appends after the committed rows and
+  // the commit takes the new length.
   size_t state_count() const { return state_.size(); }
   // Index of the state whose name (its input's name) is `name`, or kNone.
   uint32_t find_state(const std::string& name) const;
@@ -121,7 +124,9 @@ class Session {
   DType state_dtype(size_t index) const { return state_[index].record->dtype; }
   // The committed dims of state `index` (empty when it has never held rows).
   const std::vector<int64_t>& state_dims(size_t index) const { return state_[index].dims; }
-  // Copies state `index`'s committed contents (dims: state_dims) into `buffer`.
+  // Whether state `index` is kept in place (runtime/state_layout.h) rather than copied.
+  bool state_in_place(size_t index) const { return state_[index].in_place; }
+  // Copies state `index`'s committed contents (dims: state_dims) into `buffer`, packed.
   Status read_state(size_t index, void* buffer, size_t capacity) const;
   // Replaces state `index`'s contents (its length becomes dims[axis]); dims must fit the
   // record's maximum extents, dtype and bytes must match.
@@ -171,6 +176,7 @@ class Session {
     std::vector<std::unique_ptr<NodeDispatch>> dispatch;  // NodeDispatch holds atomics: not movable
     std::vector<std::string> kernel_who;  // "kernel <name>"
     std::vector<LoopRun> loops;
+    std::vector<uint32_t> in_place_state;  // per tensor: the in-place state it is the past or present of, or kNone
   };
   void activate(size_t index);
   size_t select_program() const;
@@ -218,11 +224,19 @@ class Session {
     // the extent of an empty state (e.g. batch); kNone when there is none.
     std::vector<std::pair<uint32_t, uint32_t>> dim_source;
     size_t max_bytes = 0;
+    // In place (runtime/state_layout.h): `data` holds max_bytes, each block of rows along the
+    // axis `capacity` rows apart; the committed rows are [0, dims[axis]). Otherwise `data`
+    // holds the committed contents packed.
+    bool in_place = false;
+    int64_t capacity = 0;         // max_dims[axis]
+    bool present_packed = false;  // the last run's present output was copied out (packed_present)
   };
   std::vector<StateBuffer> state_;
   std::vector<uint32_t> input_state_;  // per input: its state, or kNone
   Status bind_states();
+  Status check_present(const StateBuffer& b, DType dtype, const std::vector<int64_t>& dims) const;
   Status commit_states();
+  const TensorView* packed_present(uint32_t index);
   std::vector<TensorView> views_;     // one per tensor
   std::vector<uint8_t> ready_;        // tensor has storage this run
   std::vector<std::vector<uint8_t>> heap_;  // dynamic tensors and outputs, per tensor

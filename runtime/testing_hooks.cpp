@@ -13,6 +13,7 @@ std::atomic<int> g_fault_error{0};
 std::atomic<RunClock> g_clock{nullptr};
 std::atomic<int64_t> g_name_lookups{0};
 std::atomic<WorkerGate> g_worker_gate{nullptr};
+std::atomic<int64_t> g_cache_bytes_copied{0};
 
 }  // namespace
 
@@ -31,6 +32,11 @@ int take_thread_start_fault() {
 
 int64_t name_lookup_count() { return g_name_lookups.load(std::memory_order_relaxed); }
 void count_name_lookup() { g_name_lookups.fetch_add(1, std::memory_order_relaxed); }
+
+int64_t cache_bytes_copied() { return g_cache_bytes_copied.load(std::memory_order_relaxed); }
+void count_cache_bytes_copied(int64_t bytes) {
+  if (bytes > 0) g_cache_bytes_copied.fetch_add(bytes, std::memory_order_relaxed);
+}
 
 void set_run_clock(RunClock clock) { g_clock.store(clock, std::memory_order_release); }
 

@@ -46,9 +46,15 @@ using ScopedWorkerGate = ScopedHook<WorkerGate, set_worker_gate>;
 // has run once, a run makes none (runtime/session.cpp resolves them at load or caches them).
 int64_t name_lookup_count();
 
+// Bytes of a KV cache's committed rows that kernels copied (the past rows a fused Attention
+// copies into a packed present or a concatenation), counted over the process. Zero per run
+// for a state kept in place (runtime/state_layout.h).
+int64_t cache_bytes_copied();
+
 // ---- read by the runtime ----
 
 void count_name_lookup();
+void count_cache_bytes_copied(int64_t bytes);
 
 // 0, or the errno value the current thread start must fail with (consumes the fault).
 int take_thread_start_fault();

@@ -7,7 +7,9 @@
 // tested in the CliGenerate suite.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <atomic>
+#include <cmath>
 #include <cstring>
 #include <fstream>
 #include <memory>
@@ -270,6 +272,38 @@ std::vector<int64_t> greedy(cuvil_model* m, cuvil_session* s, size_t n) {
   return out;
 }
 
+// The committed contents of state `name` (batch 1 at most [1, heads, length, head_dim]).
+std::vector<float> state_contents(cuvil_session* s, const char* name) {
+  cuvil_tensor_info info;
+  take(cuvil_session_read_state(s, name, &info, nullptr, 0));  // sizes info (too small a buffer)
+  int64_t n = 1;
+  for (int32_t k = 0; k < info.rank; ++k) n *= info.dims[k];
+  std::vector<float> out(static_cast<size_t>(n));
+  EXPECT_EQ(take(cuvil_session_read_state(s, name, &info, out.data(), out.size() * 4)), "");
+  return out;
+}
+
+std::string manifest_of(const std::string& path) {
+  std::shared_ptr<rt::LoadedPackage> pkg;
+  EXPECT_TRUE(rt::LoadedPackage::open_file(path, &pkg).is_ok());
+  return pkg ? pkg->manifest().text + "\n" + pkg->report() : "";
+}
+
+// Writes saved[i] (f32, dims[i]) into state i of the session; "" or the first failure.
+std::string write_states(cuvil_model* m, cuvil_session* s, const std::vector<std::vector<int64_t>>& dims,
+                         const std::vector<std::vector<float>>& saved) {
+  for (size_t i = 0; i < saved.size(); ++i) {
+    cuvil_state_info si;
+    if (std::string e = take(cuvil_model_state_info(m, i, &si)); !e.empty()) return e;
+    const int32_t rank = static_cast<int32_t>(dims[i].size());
+    if (std::string e = take(cuvil_session_write_state(s, si.name, 1, rank, dims[i].data(), saved[i].data(),
+                                                       saved[i].size() * 4));
+        !e.empty())
+      return e;
+  }
+  return "";
+}
+
 TEST(KvCache, GreedyTokensEqualOnnxRuntimesLoop) {
   for (const std::string model : {"gpt2_kv", "llama_kv", "gpt2_tiny_past"}) {
     SCOPED_TRACE(model);
@@ -381,13 +415,7 @@ TEST(KvCache, ReadResetWriteContinuesTheSequence) {
   std::vector<float> big(2 * 65 * 16);
   EXPECT_EQ(take(cuvil_session_write_state(b.get(), "past_key_0", 1, 4, too_long, big.data(), big.size() * 4)),
             "5: state 'past_key_0': dim 2 is 65, outside [0, 64] (the compiled maximum [1, 2, 64, 16])");
-  for (size_t i = 0; i < 4; ++i) {
-    cuvil_state_info si;
-    cuvil_model_state_info(m.get(), i, &si);
-    ASSERT_EQ(take(cuvil_session_write_state(b.get(), si.name, 1, 4, dims[i].data(), saved[i].data(),
-                                             saved[i].size() * 4)),
-              "");
-  }
+  ASSERT_EQ(write_states(m.get(), b.get(), dims, saved), "");
   ASSERT_EQ(take(cuvil_session_state_length(b.get(), &length)), "");
   EXPECT_EQ(length, 8);
   const std::vector<int64_t> next = {argmax(la)};
@@ -396,95 +424,275 @@ TEST(KvCache, ReadResetWriteContinuesTheSequence) {
   EXPECT_EQ(la, lb);
 }
 
-std::atomic<int64_t> g_readings{0};
+std::atomic<int64_t> g_readings{0}, g_readings_limit{12};
 int64_t jumping_clock() {  // past any deadline after a few readings: the run stops midway
-  return g_readings.fetch_add(1) < 12 ? 0 : int64_t{1} << 50;
+  return g_readings.fetch_add(1) < g_readings_limit ? 0 : int64_t{1} << 50;
 }
+
+// The same decoder with its states copied (the attention fusion skipped: the presents are
+// Concats that MatMuls read) and kept in place (the fused Attention appends), and gpt2_kv (in
+// place), runtime/state_layout.h.
+const std::pair<const char*, const char*> kLayouts[] = {
+    {"gpt2_tiny_past", "--skip-pass=fuse-attention"}, {"gpt2_tiny_past", ""}, {"gpt2_kv", ""}};
 
 // A run that fails (bad input, deadline, cancellation) leaves the cache as it was: the next
 // successful run continues as if the failed one had never happened.
 TEST(KvCache, FailedOrStoppedRunKeepsTheCache) {
-  ModelPtr m = load(KvPackages::get().package("gpt2_kv"));
-  SessionPtr ref = session_of(m.get());
-  SessionPtr s = session_of(m.get(), /*deadline_ms=*/1000);
-  std::vector<float> lr, ls;
-  ASSERT_EQ(step(m.get(), ref.get(), prompt(), &lr), "");
-  ASSERT_EQ(step(m.get(), s.get(), prompt(), &ls), "");
-  std::vector<float> before(4 * 8 * 16), after(4 * 8 * 16);
-  ASSERT_EQ(take(cuvil_session_read_state(s.get(), "past_value_1", nullptr, before.data(), before.size() * 4)), "");
-  // Bad input: an attention mask of the wrong length.
-  const int64_t ids_dims[2] = {1, 1}, mask_dims[2] = {1, 3};
-  const int64_t id = 5, mask[3] = {1, 1, 1};
-  ASSERT_EQ(take(cuvil_session_set_input(s.get(), "input_ids", 7, 2, ids_dims, &id, 8)), "");
-  ASSERT_EQ(take(cuvil_session_set_input(s.get(), "attention_mask", 7, 2, mask_dims, mask, 24)), "");
-  EXPECT_NE(take(cuvil_session_run(s.get())), "");
-  // Stopped midway by its deadline (the test clock jumps past it after a few checks).
-  {
-    g_readings = 0;
-    rt::testing::ScopedRunClock clock(jumping_clock);
-    const std::string e = step(m.get(), s.get(), {5}, nullptr);
-    EXPECT_EQ(e.rfind(std::to_string(CUVIL_DEADLINE) + ": run exceeded its deadline", 0), 0u) << e;
+  for (const auto& [model, extra] : kLayouts) {
+    SCOPED_TRACE(std::string(model) + " " + extra);
+    ModelPtr m = load(KvPackages::get().package(model, 64, extra));
+    SessionPtr ref = session_of(m.get());
+    SessionPtr s = session_of(m.get(), /*deadline_ms=*/1000);
+    std::vector<float> lr, ls;
+    ASSERT_EQ(step(m.get(), ref.get(), prompt(), &lr), "");
+    ASSERT_EQ(step(m.get(), s.get(), prompt(), &ls), "");
+    const std::vector<float> before = state_contents(s.get(), "past_value_1");
+    // Bad input: an attention mask of the wrong length.
+    const int64_t ids_dims[2] = {1, 1}, mask_dims[2] = {1, 3};
+    const int64_t id = 5, mask[3] = {1, 1, 1};
+    ASSERT_EQ(take(cuvil_session_set_input(s.get(), "input_ids", 7, 2, ids_dims, &id, 8)), "");
+    ASSERT_EQ(take(cuvil_session_set_input(s.get(), "attention_mask", 7, 2, mask_dims, mask, 24)), "");
+    EXPECT_NE(take(cuvil_session_run(s.get())), "");
+    // Stopped midway by its deadline (the test clock jumps past it after a few checks).
+    {
+      g_readings = 0;
+      rt::testing::ScopedRunClock clock(jumping_clock);
+      const std::string e = step(m.get(), s.get(), {5}, nullptr);
+      EXPECT_EQ(e.rfind(std::to_string(CUVIL_DEADLINE) + ": run exceeded its deadline", 0), 0u) << e;
+    }
+    int64_t length = 0;
+    ASSERT_EQ(take(cuvil_session_state_length(s.get(), &length)), "");
+    EXPECT_EQ(length, 8);
+    EXPECT_EQ(state_contents(s.get(), "past_value_1"), before);
+    ASSERT_EQ(step(m.get(), ref.get(), {5}, &lr), "");
+    ASSERT_EQ(step(m.get(), s.get(), {5}, &ls), "");
+    EXPECT_EQ(lr, ls);
+    // Stopped at every depth of the run, before and after the attention appended rows (in
+    // place, past the committed ones): still as it was.
+    const std::vector<float> nine = state_contents(s.get(), "past_value_1");
+    for (int64_t limit : {2, 6, 24, 48, 96, 192}) {
+      g_readings = 0;
+      g_readings_limit = limit;
+      rt::testing::ScopedRunClock clock(jumping_clock);
+      const std::string e = step(m.get(), s.get(), {6}, nullptr);
+      if (e.empty()) break;  // the run finished before the limit: deeper ones would too
+      EXPECT_EQ(e.rfind(std::to_string(CUVIL_DEADLINE) + ": run exceeded its deadline", 0), 0u) << e;
+      ASSERT_EQ(take(cuvil_session_state_length(s.get(), &length)), "");
+      EXPECT_EQ(length, 9) << limit;
+      EXPECT_EQ(state_contents(s.get(), "past_value_1"), nine) << limit;
+    }
+    g_readings_limit = 12;
   }
-  int64_t length = 0;
-  ASSERT_EQ(take(cuvil_session_state_length(s.get(), &length)), "");
-  EXPECT_EQ(length, 8);
-  ASSERT_EQ(take(cuvil_session_read_state(s.get(), "past_value_1", nullptr, after.data(), after.size() * 4)), "");
-  EXPECT_EQ(before, after);
-  ASSERT_EQ(step(m.get(), ref.get(), {5}, &lr), "");
-  ASSERT_EQ(step(m.get(), s.get(), {5}, &ls), "");
-  EXPECT_EQ(lr, ls);
 }
 
 // Cancelled from another thread: a cancel is tied to the run in progress, so one thread
 // cancels continually while this one steps; each step that reports CUVIL_CANCELLED must have
 // left the cache as it was before that step (a step that finished first moves it on).
 TEST(KvCache, CancelledRunKeepsTheCache) {
-  ModelPtr m = load(KvPackages::get().package("gpt2_kv"));
-  SessionPtr s = session_of(m.get());
-  ASSERT_EQ(step(m.get(), s.get(), prompt(), nullptr), "");
-  std::atomic<bool> done{false};
-  std::thread canceller([&] {
-    while (!done.load()) cuvil_status_free(cuvil_session_cancel(s.get()));
-  });
-  int cancelled = 0;
-  for (int tries = 0; tries < 40 && cancelled < 3; ++tries) {
-    int64_t before = 0, after = 0;
-    ASSERT_EQ(take(cuvil_session_state_length(s.get(), &before)), "");
-    std::vector<float> was(static_cast<size_t>(4 * before * 16)), is(was.size());
-    ASSERT_EQ(take(cuvil_session_read_state(s.get(), "past_key_1", nullptr, was.data(), was.size() * 4)), "");
-    const std::string e = step(m.get(), s.get(), {7}, nullptr);
-    ASSERT_EQ(take(cuvil_session_state_length(s.get(), &after)), "");
-    if (e.empty()) {
-      EXPECT_EQ(after, before + 1);
-      continue;
+  for (const auto& [model, extra] : kLayouts) {
+    SCOPED_TRACE(std::string(model) + " " + extra);
+    ModelPtr m = load(KvPackages::get().package(model, 64, extra));
+    SessionPtr s = session_of(m.get());
+    ASSERT_EQ(step(m.get(), s.get(), prompt(), nullptr), "");
+    std::atomic<bool> done{false};
+    std::thread canceller([&] {
+      while (!done.load()) cuvil_status_free(cuvil_session_cancel(s.get()));
+    });
+    int cancelled = 0;
+    for (int tries = 0; tries < 40 && cancelled < 3; ++tries) {
+      int64_t before = 0, after = 0;
+      ASSERT_EQ(take(cuvil_session_state_length(s.get(), &before)), "");
+      const std::vector<float> was = state_contents(s.get(), "past_key_1");
+      const std::string e = step(m.get(), s.get(), {7}, nullptr);
+      ASSERT_EQ(take(cuvil_session_state_length(s.get(), &after)), "");
+      if (e.empty()) {
+        EXPECT_EQ(after, before + 1);
+        continue;
+      }
+      EXPECT_EQ(e.rfind(std::to_string(CUVIL_CANCELLED) + ": ", 0), 0u) << e;
+      ++cancelled;
+      EXPECT_EQ(after, before);
+      EXPECT_EQ(state_contents(s.get(), "past_key_1"), was);
     }
-    EXPECT_EQ(e.rfind(std::to_string(CUVIL_CANCELLED) + ": ", 0), 0u) << e;
-    ++cancelled;
-    EXPECT_EQ(after, before);
-    ASSERT_EQ(take(cuvil_session_read_state(s.get(), "past_key_1", nullptr, is.data(), is.size() * 4)), "");
-    EXPECT_EQ(was, is);
+    done = true;
+    canceller.join();
+    if (cancelled == 0) std::cerr << model << ": no cancel landed inside a run in 40 steps\n";
   }
-  done = true;
-  canceller.join();
-  if (cancelled == 0) GTEST_SKIP() << "no cancel landed inside a run in 40 steps";
 }
 
 // A run that would grow the cache past the range of the past symbol fails, naming the
 // symbol, its range and the length, and leaves the cache full but usable for reading.
 TEST(KvCache, RunPastTheMaximumLengthIsAnError) {
-  ModelPtr m = load(KvPackages::get().package("gpt2_kv", 10));
-  SessionPtr s = session_of(m.get());
-  ASSERT_EQ(step(m.get(), s.get(), prompt(), nullptr), "");  // 8 rows
-  ASSERT_EQ(step(m.get(), s.get(), {1}, nullptr), "");        // 9
-  ASSERT_EQ(step(m.get(), s.get(), {2}, nullptr), "");        // 10
-  EXPECT_EQ(step(m.get(), s.get(), {3}, nullptr),
-            "5: state 'past_key_0': this run would leave 11 rows in the cache, past the range of 'past' [0, 10] "
-            "(compile with a larger --dim past=0:N, or reset the state)");
-  int64_t length = 0;
-  ASSERT_EQ(take(cuvil_session_state_length(s.get(), &length)), "");
-  EXPECT_EQ(length, 10);
-  ASSERT_EQ(take(cuvil_session_reset_state(s.get())), "");
-  EXPECT_EQ(step(m.get(), s.get(), prompt(), nullptr), "");
+  for (const auto& [model, extra] : kLayouts) {
+    SCOPED_TRACE(std::string(model) + " " + extra);
+    ModelPtr m = load(KvPackages::get().package(model, 10, extra));
+    SessionPtr s = session_of(m.get());
+    ASSERT_EQ(step(m.get(), s.get(), prompt(), nullptr), "");  // 8 rows
+    ASSERT_EQ(step(m.get(), s.get(), {1}, nullptr), "");        // 9
+    ASSERT_EQ(step(m.get(), s.get(), {2}, nullptr), "");        // 10
+    EXPECT_EQ(step(m.get(), s.get(), {3}, nullptr),
+              "5: state 'past_key_0': this run would leave 11 rows in the cache, past the range of 'past' [0, 10] "
+              "(compile with a larger --dim past=0:N, or reset the state)");
+    int64_t length = 0;
+    ASSERT_EQ(take(cuvil_session_state_length(s.get(), &length)), "");
+    EXPECT_EQ(length, 10);
+    ASSERT_EQ(take(cuvil_session_reset_state(s.get())), "");
+    EXPECT_EQ(step(m.get(), s.get(), prompt(), nullptr), "");
+  }
+}
+
+// ---- in place (runtime/state_layout.h) ----
+
+// The fused Attention appends to the state it reads: those states are in place, and the
+// manifest and the compile report say so; without the fusion (the same model) the present is
+// a Concat that also feeds MatMuls, and the states are copied, saying why.
+TEST(KvCacheInPlace, LayoutIsDecidedFromTheProgramAndReported) {
+  const std::string fused = manifest_of(KvPackages::get().package("gpt2_tiny_past"));
+  EXPECT_NE(fused.find("state: past_key_0 f32[1, 4, 64, 32] length past axis 2 -> present_key_0; in place\n"),
+            std::string::npos)
+      << fused;
+  EXPECT_NE(fused.find("state past_value_1: in place\n"), std::string::npos) << fused;
+  // The decoders of export_decoders.py (masks filled with -1e9, the past length read by Shape)
+  // fuse and append in place too.
+  for (const char* model : {"gpt2_kv", "llama_kv"}) {
+    const std::string text = manifest_of(KvPackages::get().package(model));
+    EXPECT_NE(text.find("-> present_value_1; in place\n"), std::string::npos) << text;
+  }
+  const std::string unfused =
+      manifest_of(KvPackages::get().package("gpt2_tiny_past", 64, "--skip-pass=fuse-attention"));
+  EXPECT_NE(unfused.find("-> present_key_0; copied: 'present_key_0' is not made by a fused Attention from "
+                         "'past_key_0' (a Concat the attention fusion did not absorb, or another op)\n"),
+            std::string::npos)
+      << unfused;
+}
+
+// In place and copied give ONNX Runtime's tokens; in place no kernel copies a committed row:
+// the testing counter of past rows copied stays put over a whole greedy decode. (Without the
+// fusion the Concat kernels copy the past, which that counter does not see; the positive
+// control below shows that it counts the fused kernel's copies.)
+TEST(KvCacheInPlace, GreedyTokensWithoutCopyingThePast) {
+  const std::vector<int64_t> expected = reference_tokens("gpt2_tiny_past");
+  for (const std::string extra : {"", "--skip-pass=fuse-attention"}) {
+    SCOPED_TRACE(extra);
+    ModelPtr m = load(KvPackages::get().package("gpt2_tiny_past", 64, extra));
+    for (int threads : {1, 2}) {
+      SessionPtr s = session_of(m.get(), 0, threads);
+      const int64_t before = rt::testing::cache_bytes_copied();
+      EXPECT_EQ(greedy(m.get(), s.get(), expected.size()), expected);
+      if (extra.empty()) {
+        EXPECT_EQ(rt::testing::cache_bytes_copied() - before, 0);
+      }
+    }
+  }
+  // Positive control: the pasts given by the caller (--kv-cache=off), the same fused kernel
+  // copies them into the packed presents: 4 tensors of [1, 4, 2, 32] f32.
+  ModelPtr off = load(KvPackages::get().package("gpt2_tiny_past", 64, "--kv-cache=off"));
+  SessionPtr s = session_of(off.get());
+  const std::vector<float> zeros(4 * 2 * 32, 0.0f);
+  const int64_t past_dims[4] = {1, 4, 2, 32}, ids_dims[2] = {1, 1}, mask_dims[2] = {1, 3};
+  const int64_t id = 3, mask[3] = {1, 1, 1};
+  for (const char* name : {"past_key_0", "past_value_0", "past_key_1", "past_value_1"})
+    ASSERT_EQ(take(cuvil_session_set_input(s.get(), name, 1, 4, past_dims, zeros.data(), zeros.size() * 4)), "");
+  ASSERT_EQ(take(cuvil_session_set_input(s.get(), "input_ids", 7, 2, ids_dims, &id, 8)), "");
+  ASSERT_EQ(take(cuvil_session_set_input(s.get(), "attention_mask", 7, 2, mask_dims, mask, 24)), "");
+  const int64_t before = rt::testing::cache_bytes_copied();
+  ASSERT_EQ(take(cuvil_session_run(s.get())), "");
+  EXPECT_EQ(rt::testing::cache_bytes_copied() - before, 4 * 4 * 2 * 32 * 4);
+}
+
+// The present outputs of an in-place state read as packed tensors equal to the state, and
+// read_state / reset / write_state continue the sequence exactly, in place as copied.
+TEST(KvCacheInPlace, PresentOutputsAndStateCallsSeeThePackedCache) {
+  ModelPtr m = load(KvPackages::get().package("gpt2_tiny_past"));
+  SessionPtr a = session_of(m.get()), b = session_of(m.get());
+  std::vector<float> la, lb;
+  ASSERT_EQ(step(m.get(), a.get(), prompt(), &la), "");
+  ASSERT_EQ(step(m.get(), a.get(), {3}, &la), "");
+  ASSERT_EQ(step(m.get(), b.get(), prompt(), &lb), "");
+  ASSERT_EQ(step(m.get(), b.get(), {3}, &lb), "");
+  const std::vector<float> key1 = state_contents(b.get(), "past_key_1");
+  ASSERT_EQ(key1.size(), 4u * 9 * 32);
+  // present_key_1 is output 3 (logits, present_key_0, present_value_0, present_key_1, ...).
+  size_t present_index = 0;
+  for (size_t i = 0; i < cuvil_model_output_count(m.get()); ++i) {
+    cuvil_tensor_info info;
+    cuvil_model_output_info(m.get(), i, &info);
+    if (std::string(info.name) == "present_key_1") present_index = i;
+  }
+  ASSERT_NE(present_index, 0u);
+  cuvil_tensor_info info;
+  const void* data = nullptr;
+  size_t bytes = 0;
+  ASSERT_EQ(take(cuvil_session_get_output(b.get(), present_index, &info, &data, &bytes)), "");
+  EXPECT_STREQ(info.shape, "[1, 4, 9, 32]");
+  ASSERT_EQ(bytes, key1.size() * 4);
+  EXPECT_EQ(std::memcmp(data, key1.data(), bytes), 0);
+  // Save, reset, write back: the next step equals the uninterrupted session's.
+  std::vector<std::vector<float>> saved;
+  std::vector<std::vector<int64_t>> dims;
+  for (size_t i = 0; i < 4; ++i) {
+    cuvil_state_info si;
+    ASSERT_EQ(take(cuvil_model_state_info(m.get(), i, &si)), "");
+    saved.push_back(state_contents(b.get(), si.name));
+    dims.push_back({1, 4, 9, 32});
+  }
+  ASSERT_EQ(take(cuvil_session_reset_state(b.get())), "");
+  ASSERT_EQ(write_states(m.get(), b.get(), dims, saved), "");
+  // The last run's present output is still what the run left.
+  ASSERT_EQ(take(cuvil_session_get_output(b.get(), present_index, &info, &data, &bytes)), "");
+  EXPECT_EQ(std::memcmp(data, key1.data(), bytes), 0);
+  EXPECT_EQ(state_contents(b.get(), "past_key_1"), key1);
+  ASSERT_EQ(step(m.get(), a.get(), {argmax(la)}, &la), "");
+  ASSERT_EQ(step(m.get(), b.get(), {argmax(lb)}, &lb), "");
+  EXPECT_EQ(la, lb);
+}
+
+// Batch 2, in place: each sequence of the batch decodes as it does alone (the state's blocks of
+// rows are `max` rows apart per batch and head).
+TEST(KvCacheInPlace, BatchOfTwoDecodesEachSequenceAsAlone) {
+  const std::string path = KvPackages::get().package("gpt2_tiny_past", 16, "--dim=batch=1:2");
+  EXPECT_NE(manifest_of(path).find("-> present_key_0; in place"), std::string::npos);
+  ModelPtr m = load(path);
+  SessionPtr pair = session_of(m.get());
+  std::vector<int64_t> first = prompt(), second = prompt();
+  std::reverse(second.begin(), second.end());
+  std::vector<float> alone[2];
+  for (int which = 0; which < 2; ++which) {
+    SessionPtr s = session_of(m.get());
+    ASSERT_EQ(step(m.get(), s.get(), which ? second : first, nullptr), "");
+    ASSERT_EQ(step(m.get(), s.get(), {7}, &alone[which]), "");
+    ASSERT_EQ(step(m.get(), s.get(), {9}, &alone[which]), "");
+  }
+  // Both sequences at once: [2, seq] ids, a [2, total] mask of ones.
+  auto run2 = [&](const std::vector<int64_t>& ids, int64_t seq, std::vector<float>* logits) {
+    int64_t length = 0;
+    ASSERT_EQ(take(cuvil_session_state_length(pair.get(), &length)), "");
+    const int64_t ids_dims[2] = {2, seq}, mask_dims[2] = {2, length + seq};
+    const std::vector<int64_t> mask(static_cast<size_t>(2 * (length + seq)), 1);
+    ASSERT_EQ(take(cuvil_session_set_input(pair.get(), "input_ids", 7, 2, ids_dims, ids.data(), ids.size() * 8)), "");
+    ASSERT_EQ(take(cuvil_session_set_input(pair.get(), "attention_mask", 7, 2, mask_dims, mask.data(),
+                                           mask.size() * 8)),
+              "");
+    ASSERT_EQ(take(cuvil_session_run(pair.get())), "");
+    cuvil_tensor_info info;
+    const void* data = nullptr;
+    size_t bytes = 0;
+    ASSERT_EQ(take(cuvil_session_get_output(pair.get(), 0, &info, &data, &bytes)), "");
+    const float* all = static_cast<const float*>(data);
+    logits->assign(all, all + bytes / 4);
+  };
+  std::vector<int64_t> ids = first;
+  ids.insert(ids.end(), second.begin(), second.end());
+  std::vector<float> logits;
+  run2(ids, static_cast<int64_t>(first.size()), &logits);
+  run2({7, 7}, 1, &logits);
+  run2({9, 9}, 1, &logits);
+  const size_t vocab = alone[0].size();
+  ASSERT_EQ(logits.size(), 2 * vocab);
+  for (int which = 0; which < 2; ++which)
+    for (size_t j = 0; j < vocab; ++j)
+      EXPECT_NEAR(logits[which * vocab + j], alone[which][j], 1e-4f * (1.0f + std::abs(alone[which][j])))
+          << "sequence " << which << " logit " << j;
 }
 
 // ---- the STATE section ----

@@ -5,8 +5,10 @@
 // block, blocks spread over the workers, so 1 and N threads give the same bits), with the
 // mask, the causal cut and the softmax applied row by row in between: a [kQueryBlock, T]
 // scratch per worker, never [S, T]. A causal block multiplies only the keys its last row sees.
-// Keys and values are one contiguous [T, D] matrix per key/value head: the new K and V
-// without a past, otherwise the present outputs (written when wanted) or a concatenated copy.
+// Keys and values are one [T, D] matrix per key/value head: the new K and V without a past,
+// otherwise the present outputs (written when wanted) or a concatenated copy; with a past kept
+// in place by the session (OpContext::cache_capacity) the state's own buffer, heads `capacity`
+// rows apart, into which only the L new rows are written (after the committed P).
 // float32 only; the softmax subtracts the row maximum and a row whose every entry is masked to
 // -inf comes out NaN, as Softmax over that row does in the unfused graph.
 #include <cmath>
@@ -15,6 +17,7 @@
 
 #include "runtime/cpu/ops/kernel_util.h"
 #include "runtime/cpu/vec_math.h"
+#include "runtime/testing_hooks.h"
 
 namespace cuvil::rt::ops {
 namespace {
@@ -155,41 +158,63 @@ Status kernel_Attention(OpContext& ctx) {
 
   TensorView* y = nullptr;
   CUVIL_RETURN_IF_ERROR(ctx.allocate_output(0, DType::Float, {B, Hq, S, Dv}, &y));
-  // present = concat(past, new) along the sequence axis, written only when wanted.
-  const float* present[3] = {nullptr, nullptr, nullptr};  // by output index, when written
-  auto write_present = [&](size_t index, const TensorView* past, const TensorView* now, int64_t width) -> Status {
+  // Keys and values as one [T, width] matrix per key/value head, `rows` rows apart (T, or the
+  // capacity of an in-place cache). present = concat(past, new) along the sequence axis,
+  // written only when wanted; in place (op_kernel.h, cache_capacity) the past already is the
+  // present's first P rows and only the L new rows are written, past the committed ones.
+  struct Operand {
+    const float* data = nullptr;
+    int64_t rows = 0;
+  };
+  Operand present[3];  // by output index, when written
+  auto write_present = [&](size_t index, const TensorView* past, const TensorView* now, int64_t width,
+                           int64_t capacity) -> Status {
+    if (capacity > 0 && (ctx.num_outputs() <= index || !ctx.output_wanted(index)))
+      return ctx.error(StatusCode::kRuntime, "an in-place cache input needs its present output ", index);
     if (ctx.num_outputs() <= index || !ctx.output_wanted(index)) return Status::ok();
     TensorView* out = nullptr;
     CUVIL_RETURN_IF_ERROR(ctx.allocate_output(index, DType::Float, {B, Hkv, T, width}, &out));
-    present[index] = out->as<float>();
     float* o = out->as<float>();
+    if (capacity > 0) {
+      // The session gave the state's own buffer (and checked that T rows fit it).
+      if (out->data != past->data || T > capacity)
+        return ctx.error(StatusCode::kRuntime, "present output ", index, " is not the in-place cache of its past");
+      for (int64_t bh = 0; bh < B * Hkv && L > 0; ++bh)
+        std::copy_n(now->as<float>() + bh * L * width, L * width, o + (bh * capacity + P) * width);
+      present[index] = {o, capacity};
+      return Status::ok();
+    }
+    present[index] = {o, T};
     for (int64_t bh = 0; bh < B * Hkv; ++bh) {
       if (P > 0) std::copy_n(past->as<float>() + bh * P * width, P * width, o + bh * T * width);
       if (L > 0) std::copy_n(now->as<float>() + bh * L * width, L * width, o + bh * T * width + P * width);
     }
+    testing::count_cache_bytes_copied(B * Hkv * P * width * 4);
     return Status::ok();
   };
-  CUVIL_RETURN_IF_ERROR(write_present(1, pk, k, D));
-  CUVIL_RETURN_IF_ERROR(write_present(2, pv, v, Dv));
+  const int64_t key_capacity = has_past ? ctx.cache_capacity(4) : 0;
+  const int64_t value_capacity = has_past ? ctx.cache_capacity(5) : 0;
+  CUVIL_RETURN_IF_ERROR(write_present(1, pk, k, D, key_capacity));
+  CUVIL_RETURN_IF_ERROR(write_present(2, pv, v, Dv, value_capacity));
   if (y->numel() == 0) return Status::ok();
 
   const float* qp = q->as<float>();
   const int64_t group = Hq / Hkv;
-  // Keys and values as one contiguous [T, width] matrix per key/value head.
   std::vector<float> k_all, v_all;
   auto contiguous = [&](size_t present_index, const TensorView* past, const TensorView* now, int64_t width,
-                        std::vector<float>* copy) -> const float* {
-    if (P == 0) return now->as<float>();
-    if (present[present_index]) return present[present_index];
+                        std::vector<float>* copy) -> Operand {
+    if (present[present_index].data) return present[present_index];
+    if (P == 0) return {now->as<float>(), T};
     copy->resize(static_cast<size_t>(B * Hkv * T * width));
     for (int64_t bh = 0; bh < B * Hkv; ++bh) {
       std::copy_n(past->as<float>() + bh * P * width, P * width, copy->data() + bh * T * width);
       std::copy_n(now->as<float>() + bh * L * width, L * width, copy->data() + bh * T * width + P * width);
     }
-    return copy->data();
+    testing::count_cache_bytes_copied(B * Hkv * P * width * 4);
+    return {copy->data(), T};
   };
-  const float* keys = contiguous(1, pk, k, D, &k_all);
-  const float* values = contiguous(2, pv, v, Dv, &v_all);
+  const Operand keys = contiguous(1, pk, k, D, &k_all);
+  const Operand values = contiguous(2, pv, v, Dv, &v_all);
   if (T == 0) {  // softmax over no keys: NaN rows, as the unfused graph gives
     std::fill_n(y->as<float>(), y->numel(), std::numeric_limits<float>::quiet_NaN());
     return Status::ok();
@@ -211,8 +236,8 @@ Status kernel_Attention(OpContext& ctx) {
         std::fill_n(yblk, mb * Dv, std::numeric_limits<float>::quiet_NaN());
         continue;
       }
-      const float* kb = keys + bg * T * D;
-      const float* vb = values + bg * T * Dv;
+      const float* kb = keys.data + bg * keys.rows * D;
+      const float* vb = values.data + bg * values.rows * Dv;
       gemm(nullptr, false, true, mb, tn, D, scale, qp + row0 * D, D, kb, D, 0.0f, scores.data(), tn);
       for (int64_t r = 0; r < mb; ++r) {
         const int64_t i = i0 + r;
