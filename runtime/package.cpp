@@ -436,7 +436,15 @@ Status LoadedPackage::open_file(const std::string& path, std::shared_ptr<LoadedP
     ::close(fd);
     return make_status(StatusCode::kOutOfMemory, path, ": out of memory loading the package");
   }
-  void* map = ::mmap(nullptr, size, PROT_READ, MAP_PRIVATE, fd, 0);
+  // The whole package is read at load (the section checksums), weights included, so its pages
+  // are faulted in then and never during a run; MAP_POPULATE maps them in one call instead of
+  // one page fault at a time (docs/format.md "WEIGHTS").
+#ifdef MAP_POPULATE
+  constexpr int kMapFlags = MAP_PRIVATE | MAP_POPULATE;
+#else
+  constexpr int kMapFlags = MAP_PRIVATE;
+#endif
+  void* map = ::mmap(nullptr, size, PROT_READ, kMapFlags, fd, 0);
   if (map == MAP_FAILED) {
     Status s = io_error("map");
     ::close(fd);

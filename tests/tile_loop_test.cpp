@@ -718,6 +718,63 @@ void MmaPacksAWeightOncePerPackage_body() {
   EXPECT_EQ(rt::ops::packed_weight_bytes(), before);
 }
 
+// A session packs the panels of the Mma weights whose keys are known before a run when it is
+// made (runtime/session.cpp), so that the first run of a shape never seen packs none: here a
+// MatMul weight and a transposed Gemm weight under a run-time row count m. The outputs are
+// bitwise the ones per-tile packing gives (cache off by a zero cap).
+void WeightPanelsArePackedWhenTheSessionIsMade_body();
+TEST(FirstRun, WeightPanelsArePackedWhenTheSessionIsMade) {
+  for_each_cpu_path(WeightPanelsArePackedWhenTheSessionIsMade_body);
+}
+void WeightPanelsArePackedWhenTheSessionIsMade_body() {
+  const int64_t K = 90, N = 70, N2 = 33;
+  onnx::ModelProto m = test::make_model(13);
+  auto* g = m.mutable_graph();
+  test::add_input(g, "a", Tp::FLOAT, {"m", K});
+  *g->add_initializer() = test::make_float_tensor("w", {K, N}, random_floats(static_cast<size_t>(K * N), 71));
+  *g->add_initializer() = test::make_float_tensor("w2", {N2, N}, random_floats(static_cast<size_t>(N * N2), 72));
+  test::add_node(g, "MatMul", {"a", "w"}, {"h"}, "matmul");
+  auto* gemm = test::add_node(g, "Gemm", {"h", "w2"}, {"y"}, "gemm");
+  test::set_attr_int(gemm, "transB", 1);
+  test::add_output(g, "y", Tp::FLOAT, {"m", N2});
+  Compiled fused = compile(m, true, {"m=1:64"});
+  ASSERT_EQ(count_tile_opcode(fused.lowered.program, rt::TileOpcode::Mma), 2);
+  const int64_t nr = rt::ops::gemm_micro_kernel().nr;
+  const size_t panels =
+      static_cast<size_t>((N + nr - 1) / nr * nr * K + (N2 + nr - 1) / nr * nr * N) * sizeof(float);
+  cuvil_model* model = nullptr;
+  ASSERT_EQ(status_text(cuvil_model_load_memory(fused.package.data(), fused.package.size(), &model)), "");
+  const size_t before = rt::ops::packed_weight_bytes();
+  for (int64_t rows : {5, 37}) {
+    const std::vector<std::pair<std::string, Tensor>> in = {
+        {"a", make_tensor(1, {rows, K}, random_floats(static_cast<size_t>(rows * K), 73 + rows))}};
+    rt::ops::set_packed_weight_cap_for_testing(0);
+    const std::vector<Tensor> uncached = run(fused.package, in);
+    rt::ops::set_packed_weight_cap_for_testing(size_t(4) << 30);
+    ASSERT_EQ(uncached.size(), 1u);
+
+    cuvil_session* s = nullptr;
+    cuvil_session_options o;
+    cuvil_session_options_init(&o);
+    o.threads = 2;
+    ASSERT_EQ(status_text(cuvil_session_create(model, &o, &s)), "");
+    EXPECT_EQ(rt::ops::packed_weight_bytes(), before + panels) << "rows " << rows;
+    const Tensor& a = in[0].second;
+    ASSERT_EQ(status_text(cuvil_session_set_input(s, "a", a.dtype, 2, a.dims.data(), a.bytes.data(), a.bytes.size())), "");
+    ASSERT_EQ(status_text(cuvil_session_run(s)), "");
+    EXPECT_EQ(rt::ops::packed_weight_bytes(), before + panels) << "the first run packed, rows " << rows;
+    cuvil_tensor_info info;
+    const void* data = nullptr;
+    size_t bytes = 0;
+    ASSERT_EQ(status_text(cuvil_session_get_output(s, 0, &info, &data, &bytes)), "");
+    ASSERT_EQ(bytes, uncached[0].bytes.size());
+    EXPECT_EQ(0, std::memcmp(data, uncached[0].bytes.data(), bytes)) << "rows " << rows;
+    cuvil_session_release(s);
+  }
+  cuvil_model_release(model);
+  EXPECT_EQ(rt::ops::packed_weight_bytes(), before);
+}
+
 TEST(TileLoop, MatMulDisassemblyShowsMma) {
   Compiled fused = compile(matmul_model({2, "m", 8}, {8, 3}, {2, "m", 3}), true, {"m=1:10"});
   const std::string text = rt::disassemble(fused.lowered.program);

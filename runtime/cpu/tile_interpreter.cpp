@@ -59,6 +59,23 @@ inline int64_t row_offset(const BoundMap& m, const std::vector<int64_t>& dims, i
   return off;
 }
 
+// The cached panels of an Mma's b operand (map b over domain `dims`, depth loop_extent) for
+// the tiles of row r0, when b is read as a plain or transposed matrix and lies in a package's
+// weights (packed_weights.h); nullptr otherwise. The one place that computes the panels' key:
+// the interpreter (mma) and the session's prepacking (prepack_tile_kernel_weights) call it.
+std::shared_ptr<const std::vector<float>> mma_weight_panels(const ops::GemmMicroKernel& uk,
+                                                            const BoundMap& b,
+                                                            const std::vector<int64_t>& dims,
+                                                            int64_t loop_extent, int64_t r0) {
+  if (dims.empty()) return nullptr;
+  const int64_t bcs = b.col_stride();
+  const bool b_trans = bcs != 1 && b.loop_stride == 1;
+  const int64_t ldb = b_trans ? bcs : b.loop_stride;
+  if (!(bcs == 1 || b_trans) || ldb <= 0) return nullptr;
+  return ops::gemm_weight_panels(uk, reinterpret_cast<const float*>(b.base) + row_offset(b, dims, r0),
+                                 b_trans, loop_extent, dims.back(), ldb);
+}
+
 // n elements, `stride` apart in the tensor, converted into float registers and back with the
 // whole-tensor Cast kernel's rules (kernel_util.h convert).
 template <typename T> void load_elems(float* d, const T* s, int64_t n, int64_t stride) {
@@ -428,11 +445,7 @@ class KernelRun {
     // b a weight of the package, read as a plain (or transposed) matrix: its panels are packed
     // once per package and path, and every tile only packs a (runtime/cpu/ops/packed_weights.h).
     std::shared_ptr<const std::vector<float>> wpanels;
-    const bool b_trans = bcs != 1 && b.loop_stride == 1;
-    const int64_t ldb = b_trans ? bcs : b.loop_stride;
-    if ((bcs == 1 || b_trans) && ldb > 0 && t.c0 % NR == 0 && !dims_.empty())
-      wpanels = ops::gemm_weight_panels(uk, bbase + row_offset(b, dims_, t.r0), b_trans,
-                                        loop_extent_, dims_.back(), ldb);
+    if (t.c0 % NR == 0) wpanels = mma_weight_panels(uk, b, dims_, loop_extent_, t.r0);
     for (int64_t p0 = 0; p0 < t.kc; p0 += kdepth) {
       const int64_t depth = std::min(kdepth, t.kc - p0);
       const int64_t k = t.k0 + p0;
@@ -693,6 +706,62 @@ Status run_tile_kernel(const Program& program, uint32_t kernel_index, ExprEvalua
   // chunks. A stopped run is reported by the session (the pool skipped chunks).
   pool.parallel_for(tiles, std::clamp<int64_t>(tiles / (pool.threads() * 8), 1, kMaxTilesPerChunk), work);
   return Status::ok();
+}
+
+size_t prepack_tile_kernel_weights(const Program& program, const uint8_t* weights) {
+  const ops::GemmMicroKernel& uk = ops::gemm_micro_kernel();
+  ExprEvaluator eval(program);
+  eval.cache_constants();
+  // The value of an expression that mentions no run-time symbol.
+  auto value = [&](uint32_t id, int64_t* out) {
+    bool unbound = false;
+    return id != kNone && eval.eval(id, out, &unbound).is_ok() && !unbound;
+  };
+  size_t packed = 0;
+  for (const TileKernel& k : program.kernels) {
+    int64_t loop_extent = 0, cols = 0;
+    if (k.domain.empty() || !value(k.loop_extent, &loop_extent) || loop_extent <= 0 ||
+        !value(k.domain.back(), &cols) || cols <= 0)
+      continue;
+    for (size_t pc = 0; pc < k.body.size();) {
+      const auto op = static_cast<TileOpcode>(k.body[pc]);
+      const size_t operands = std::strlen(tile_opcode_operands(op));
+      const uint32_t b_map = operands >= 3 ? k.body[pc + 3] : kNone;
+      pc += 1 + operands;
+      if (op != TileOpcode::Mma || b_map >= k.maps.size()) continue;
+      const AccessMap& am = k.maps[b_map];
+      if (am.tensor >= program.tensors.size()) continue;
+      const TensorDesc& d = program.tensors[am.tensor];
+      if (d.kind != TensorKind::kWeight || d.dtype != DType::Float) continue;
+      // Bind the map as run_tile_kernel does. A leading domain dim known only at run time (a
+      // sequence length) is harmless when b does not move along it: row_offset then ignores
+      // it. Where b does move along one (or along the matrix rows), the key depends on
+      // run-time shapes and the operand is packed on first use instead.
+      BoundMap bm;
+      bm.base = const_cast<char*>(reinterpret_cast<const char*>(weights + d.weight_offset));
+      bm.dtype = d.dtype;
+      bm.strides.resize(k.domain.size());
+      std::vector<int64_t> dims(k.domain.size(), 1);
+      bool known = value(am.offset, &bm.offset) && value(am.loop_stride, &bm.loop_stride) &&
+                   am.strides.size() == dims.size();
+      for (size_t i = 0; known && i < dims.size(); ++i) {
+        known = value(am.strides[i], &bm.strides[i]);
+        if (known && i + 2 <= dims.size() && bm.strides[i] != 0) known = false;
+      }
+      if (!known) continue;
+      dims.back() = cols;
+      // The elements the panels read must lie inside the weight (the run's check_map_span).
+      const int64_t elems = static_cast<int64_t>(d.weight_size / sizeof(float));
+      const auto depth_end = checked_mul(loop_extent - 1, bm.loop_stride);
+      const auto cols_end = checked_mul(cols - 1, bm.col_stride());
+      const auto last = depth_end && cols_end ? checked_add(*depth_end, *cols_end) : std::nullopt;
+      if (bm.offset < 0 || bm.loop_stride < 0 || bm.col_stride() < 0 || !last ||
+          *last < 0 || *last >= elems - bm.offset)
+        continue;
+      if (mma_weight_panels(uk, bm, dims, loop_extent, 0)) ++packed;
+    }
+  }
+  return packed;
 }
 
 }  // namespace cuvil::rt

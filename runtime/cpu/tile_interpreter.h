@@ -32,4 +32,10 @@ Status check_map_span(const Program& program, const TileKernel& k, size_t m, con
 Status run_tile_kernel(const Program& program, uint32_t kernel_index, ExprEvaluator& eval,
                        std::vector<TensorView>& views, ThreadPool& pool);
 
+// Packs, into the package's weight panel cache (runtime/cpu/ops/packed_weights.h), the panels
+// of every Mma b operand in `program`'s tile kernels that is a float32 weight read with a key
+// known before any run (constant depth, columns and strides); `weights` is the package's
+// weights section. The rest pack on first use. Returns how many operands have cached panels.
+size_t prepack_tile_kernel_weights(const Program& program, const uint8_t* weights);
+
 }  // namespace cuvil::rt
