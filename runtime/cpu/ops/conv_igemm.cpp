@@ -9,6 +9,7 @@
 
 #include "runtime/cpu/cpu_features.h"
 #include "runtime/cpu/ops/conv_igemm_args.h"
+#include "runtime/cpu/ops/conv_taps.h"
 #include "runtime/cpu/ops/kernel_util.h"
 #include "runtime/cpu/ops/packed_weights.h"
 
@@ -167,16 +168,7 @@ void conv_igemm_float(OpContext& ctx, const DwShape& s, const float* x, const fl
             } else if (pointwise) {
               dst[0] = x + row * s.c;
             } else {
-              const float* img = x + n * in_img;
-              for (int64_t kh = 0; kh < s.k_h; ++kh) {
-                const int64_t ih = oh * s.s_h - s.p_h + kh * s.d_h;
-                const bool row_inside = ih >= 0 && ih < s.in_h;
-                for (int64_t kw = 0; kw < s.k_w; ++kw) {
-                  const int64_t iw = ow * s.s_w - s.p_w + kw * s.d_w;
-                  const bool inside = row_inside && iw >= 0 && iw < s.in_w;
-                  dst[(kh * s.k_w + kw) * mr] = inside ? img + (ih * s.in_w + iw) * s.c : zeros.data();
-                }
-              }
+              point_taps(s, oh, ow, x + n * in_img, s.c, zeros.data(), dst, mr);
             }
             if (++ow == s.out_w) {
               ow = 0;

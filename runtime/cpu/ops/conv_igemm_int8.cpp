@@ -7,6 +7,7 @@
 #include <memory>
 #include <vector>
 
+#include "runtime/cpu/ops/conv_taps.h"
 #include "runtime/cpu/ops/kernel_util.h"
 
 namespace cuvil::rt::ops {
@@ -25,16 +26,9 @@ void indirect_rows(void* arg, int64_t i0, int64_t rows, const uint8_t** ptrs) {
   const IndirectRows& a = *static_cast<const IndirectRows*>(arg);
   const DwShape& s = *a.s;
   int64_t oh = i0 / s.out_w, ow = i0 % s.out_w;
-  for (int64_t r = 0; r < rows; ++r) {
-    for (int64_t kh = 0; kh < s.k_h; ++kh) {
-      const int64_t ih = oh * s.s_h - s.p_h + kh * s.d_h;
-      const bool row_inside = ih >= 0 && ih < s.in_h;
-      for (int64_t kw = 0; kw < s.k_w; ++kw) {
-        const int64_t iw = ow * s.s_w - s.p_w + kw * s.d_w;
-        const bool inside = row_inside && iw >= 0 && iw < s.in_w;
-        *ptrs++ = inside ? a.img + (ih * s.in_w + iw) * a.c4 : a.zero_row;
-      }
-    }
+  const int64_t taps = s.k_h * s.k_w;
+  for (int64_t r = 0; r < rows; ++r, ptrs += taps) {
+    point_taps(s, oh, ow, a.img, a.c4, a.zero_row, ptrs, 1);
     if (++ow == s.out_w) ow = 0, ++oh;
   }
 }
