@@ -16,12 +16,16 @@
 #include <random>
 
 #include "kernel_harness.h"
+#include "shape_test_util.h"
 #include "runtime/cpu/cpu_features.h"
 #include "runtime/cpu/ops/conv_igemm_int8.h"
 
 using namespace cuvil;
 
 namespace {
+
+using cuvil::shape_test::ints_attr;
+using cuvil::testing::tensor_bytes;
 
 struct Case {
   const char* name;
@@ -204,21 +208,6 @@ TEST(ConvIgemmInt8Kernel, RequantisedOutputsEqualTheReference) {
 }
 
 // The same cases through the op kernels, which take the indirect GEMM for one group.
-TensorData tensor(DType dt, std::vector<int64_t> dims, const void* data, size_t bytes) {
-  TensorData t;
-  t.dtype = dt;
-  t.dims = std::move(dims);
-  t.bytes.assign(static_cast<const uint8_t*>(data), static_cast<const uint8_t*>(data) + bytes);
-  return t;
-}
-
-Attribute ints(std::vector<int64_t> v) {
-  Attribute a;
-  a.kind = Attribute::Kind::Ints;
-  a.ints = std::move(v);
-  return a;
-}
-
 TEST(ConvIgemmInt8Kernel, QLinearConvAndConvIntegerOpsEqualTheReference) {
   uint32_t seed = 90;
   for (const Case& k : kCases) {
@@ -230,21 +219,21 @@ TEST(ConvIgemmInt8Kernel, QLinearConvAndConvIntegerOpsEqualTheReference) {
         k.one_d ? std::vector<int64_t>{k.m, k.c, k.kw} : std::vector<int64_t>{k.m, k.c, k.kh, k.kw};
     std::map<std::string, Attribute> attrs;
     if (k.one_d) {
-      attrs["pads"] = ints({k.pads[1], k.pads[3]});
-      attrs["strides"] = ints({k.strides[1]});
-      attrs["dilations"] = ints({k.dil[1]});
+      attrs["pads"] = ints_attr({k.pads[1], k.pads[3]});
+      attrs["strides"] = ints_attr({k.strides[1]});
+      attrs["dilations"] = ints_attr({k.dil[1]});
     } else {
-      attrs["pads"] = ints(k.pads);
-      attrs["strides"] = ints(k.strides);
-      attrs["dilations"] = ints(k.dil);
+      attrs["pads"] = ints_attr(k.pads);
+      attrs["strides"] = ints_attr(k.strides);
+      attrs["dilations"] = ints_attr(k.dil);
     }
-    const TensorData x = tensor(xt, xd, o.x.data(), o.x.size());
-    const TensorData w = tensor(wt, wd, o.w.data(), o.w.size());
+    const TensorData x = tensor_bytes(xt, xd, o.x.data(), o.x.size());
+    const TensorData w = tensor_bytes(wt, wd, o.w.data(), o.w.size());
     const int8_t xz8 = static_cast<int8_t>(k.xz);
-    const TensorData xz = tensor(xt, {}, &xz8, 1);
+    const TensorData xz = tensor_bytes(xt, {}, &xz8, 1);
     std::vector<uint8_t> wz8;
     for (int32_t z : o.wz) wz8.push_back(static_cast<uint8_t>(z));
-    const TensorData wz = tensor(wt, {static_cast<int64_t>(wz8.size())}, wz8.data(), wz8.size());
+    const TensorData wz = tensor_bytes(wt, {static_cast<int64_t>(wz8.size())}, wz8.data(), wz8.size());
     std::vector<float> ws(static_cast<size_t>(k.m));
     std::vector<int32_t> bias(static_cast<size_t>(k.m));
     for (int64_t m = 0; m < k.m; ++m) {
@@ -255,12 +244,12 @@ TEST(ConvIgemmInt8Kernel, QLinearConvAndConvIntegerOpsEqualTheReference) {
     std::vector<float> scale(ws.size());
     for (size_t m = 0; m < ws.size(); ++m) scale[m] = xscale * ws[m] / yscale;
     const std::vector<int32_t> want = requantize_reference(o, scale, bias, 128, false);
-    const TensorData xs = tensor(DType::Float, {}, &xscale, 4);
-    const TensorData wst = tensor(DType::Float, {k.m}, ws.data(), ws.size() * 4);
-    const TensorData ys = tensor(DType::Float, {}, &yscale, 4);
+    const TensorData xs = tensor_bytes(DType::Float, {}, &xscale, 4);
+    const TensorData wst = tensor_bytes(DType::Float, {k.m}, ws.data(), ws.size() * 4);
+    const TensorData ys = tensor_bytes(DType::Float, {}, &yscale, 4);
     const uint8_t yz8 = 128;
-    const TensorData yz = tensor(DType::UInt8, {}, &yz8, 1);
-    const TensorData b = tensor(DType::Int32, {k.m}, bias.data(), bias.size() * 4);
+    const TensorData yz = tensor_bytes(DType::UInt8, {}, &yz8, 1);
+    const TensorData b = tensor_bytes(DType::Int32, {k.m}, bias.data(), bias.size() * 4);
     cuvil::testing::on_every_cpu_path([&](int chunks) {
       for (const char* op : {"ConvInteger", "QLinearConv"}) {
         SCOPED_TRACE(op);

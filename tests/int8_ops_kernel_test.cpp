@@ -13,6 +13,7 @@
 #include <random>
 
 #include "kernel_harness.h"
+#include "shape_test_util.h"
 #include "runtime/cpu/cpu_features.h"
 
 using namespace cuvil;
@@ -20,20 +21,10 @@ using rt::CpuPath;
 
 namespace {
 
-using PathGuard = cuvil::testing::CpuPathGuard;
+using cuvil::shape_test::ints_attr;
+using cuvil::shape_test::int_attr;
 
-Attribute ints(std::vector<int64_t> v) {
-  Attribute a;
-  a.kind = Attribute::Kind::Ints;
-  a.ints = std::move(v);
-  return a;
-}
-Attribute one_int(int64_t v) {
-  Attribute a;
-  a.kind = Attribute::Kind::Int;
-  a.i = v;
-  return a;
-}
+using PathGuard = cuvil::testing::CpuPathGuard;
 
 TensorData bytes_tensor(DType dt, std::vector<int64_t> dims, uint32_t seed) {
   TensorData t;
@@ -144,8 +135,8 @@ TEST(Int8OpsKernel, ConvIntegerGroupedPaddedStridedDilated) {
     const std::vector<int32_t> want = conv_reference(x, w, xz, wz, group, pads, strides, dil, &dims);
     cuvil::testing::on_every_cpu_path([&](int threads) {
       Result r = run("ConvInteger",
-                     {{"group", one_int(group)}, {"pads", ints(pads)}, {"strides", ints(strides)},
-                      {"dilations", ints(dil)}},
+                     {{"group", int_attr(group)}, {"pads", ints_attr(pads)}, {"strides", ints_attr(strides)},
+                      {"dilations", ints_attr(dil)}},
                      {&x, &w, &xzt, &wzt}, threads);
       ASSERT_TRUE(r.st.is_ok()) << r.st.message();
       ASSERT_EQ(r.out.dims, dims);
@@ -186,7 +177,7 @@ TEST(Int8OpsKernel, QLinearConvPerChannelWithBias) {
     }
     EXPECT_GT(saturated, 0);
     cuvil::testing::on_every_cpu_path([&](int threads) {
-      Result r = run("QLinearConv", {{"pads", ints(pads)}}, {&x, &xs, &xz, &w, &wst, &wz, &ys, &yz, &b}, threads);
+      Result r = run("QLinearConv", {{"pads", ints_attr(pads)}}, {&x, &xs, &xz, &w, &wst, &wz, &ys, &yz, &b}, threads);
       ASSERT_TRUE(r.st.is_ok()) << r.st.message();
       ASSERT_EQ(r.out.dims, dims);
       std::vector<int32_t> got(want.size());
@@ -290,7 +281,7 @@ TEST(Int8OpsKernel, DepthwiseQLinearConvAndConvIntegerDirect) {
     std::vector<int64_t> dims;
     const std::vector<int32_t> acc = conv_reference(x, w, 90, wz, c, pads, strides, dil, &dims);
     const std::map<std::string, Attribute> attrs = {
-        {"group", one_int(c)}, {"pads", ints(pads)}, {"strides", ints(strides)}};
+        {"group", int_attr(c)}, {"pads", ints_attr(pads)}, {"strides", ints_attr(strides)}};
     const TensorData xs = values<float>(DType::Float, {}, {0.03f});
     const TensorData wst = values<float>(DType::Float, {m}, wscale);
     const TensorData ys = values<float>(DType::Float, {}, {0.07f});

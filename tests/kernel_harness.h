@@ -71,6 +71,16 @@ class HeapOpContext : public rt::OpContext {
   int threads_;
 };
 
+// A constant tensor of `bytes` raw bytes (dtype's elements in order) for an op kernel's inputs.
+inline TensorData tensor_bytes(DType dtype, std::vector<int64_t> dims, const void* data, size_t bytes) {
+  TensorData t;
+  t.dtype = dtype;
+  t.dims = std::move(dims);
+  t.bytes.resize(bytes);
+  if (bytes) std::memcpy(t.bytes.data(), data, bytes);
+  return t;
+}
+
 // ONNX 1.12's backend test data stores the bfloat16 tensors of test_cast_BFLOAT16_to_FLOAT,
 // test_cast_FLOAT_to_BFLOAT16 and test_castlike_*BFLOAT16* as TensorProtos of data_type UINT16
 // holding the raw bit patterns, while the model declares the value bfloat16 (a quirk of that

@@ -16,25 +16,18 @@ using namespace cuvil;
 
 namespace {
 
-TensorData tensor(DType t, std::vector<int64_t> dims, const void* data, size_t bytes) {
-  TensorData d;
-  d.dtype = t;
-  d.dims = std::move(dims);
-  d.bytes.resize(bytes);
-  if (bytes) std::memcpy(d.bytes.data(), data, bytes);
-  return d;
-}
+using cuvil::testing::tensor_bytes;
 
 // Runs QuantizeLinear(x, scale, zero) (zero_dtype Undefined: no zero point input) and returns
 // y's elements as int64, or fails the test.
 std::vector<int64_t> run_quantize(const std::vector<float>& x, std::vector<int64_t> xdims, const std::vector<float>& scale,
                                   DType zero_dtype, const std::vector<int64_t>& zero, int64_t axis = 1) {
-  const TensorData xd = tensor(DType::Float, xdims, x.data(), x.size() * 4);
+  const TensorData xd = tensor_bytes(DType::Float, xdims, x.data(), x.size() * 4);
   const std::vector<int64_t> sdims = scale.size() == 1 ? std::vector<int64_t>{} : std::vector<int64_t>{int64_t(scale.size())};
-  const TensorData sd = tensor(DType::Float, sdims, scale.data(), scale.size() * 4);
+  const TensorData sd = tensor_bytes(DType::Float, sdims, scale.data(), scale.size() * 4);
   std::vector<uint8_t> zb;
   for (int64_t z : zero) zb.push_back(static_cast<uint8_t>(zero_dtype == DType::Int8 ? static_cast<int8_t>(z) : z));
-  const TensorData zd = tensor(zero_dtype, sdims, zb.data(), zb.size());
+  const TensorData zd = tensor_bytes(zero_dtype, sdims, zb.data(), zb.size());
   Node node;
   node.op_type = "QuantizeLinear";
   node.opset = 13;
