@@ -521,6 +521,131 @@ bool lp_normalization(const onnx::NodeProto& n, Emitter& e, const TypeLookup&, s
   return true;
 }
 
+// A ConstantOfShape of zeros of ONNX type `elem` (the shape a 1-D int64 value).
+std::string zeros_of_shape(Emitter& e, const std::string& shape, int elem) {
+  const std::string out = e.value("zeros");
+  onnx::NodeProto& c = e.node("ConstantOfShape", {shape}, {out});
+  onnx::AttributeProto* a = c.add_attribute();
+  a->set_name("value");
+  a->set_type(onnx::AttributeProto::TENSOR);
+  a->mutable_t()->set_data_type(elem);
+  a->mutable_t()->add_dims(1);
+  if (elem == onnx::TensorProto::INT64) a->mutable_t()->add_int64_data(0);
+  else a->mutable_t()->add_float_data(0.f);
+  return out;
+}
+
+// CausalConvWithState(input [B, C, L], weight [C, 1, k], bias? [C], past_state? [B, C, k-1])
+// (27) -> (output [B, C, L], present_state [B, C, k-1]): padded = Concat(past_state or zeros,
+// input) along the length; output = the depthwise Conv of padded (group C, no padding) plus
+// bias, then x * sigmoid(x) for activation "silu"/"swish" (in float32, as the reference);
+// present_state = padded's last k-1 positions (from L on: empty for k = 1). Conv's group is an
+// attribute, so C must be known at import: weight's first or input's second declared dim.
+bool causal_conv_with_state(const onnx::NodeProto& n, Emitter& e, const TypeLookup& types, std::string* why) {
+  const auto* act_attr = find_attr(n, "activation");
+  const std::string act = act_attr ? act_attr->s() : "none";
+  if (act != "none" && act != "silu" && act != "swish") {
+    *why = "activation '" + act + "' (must be 'none', 'silu' or 'swish')";
+    return false;
+  }
+  const std::string x = input(n, 0), w = input(n, 1), bias = input(n, 2), past = input(n, 3);
+  const Declared dx = types(x), dw = types(w);
+  if ((dx.rank >= 0 && dx.rank != 3) || (dw.rank >= 0 && dw.rank != 3)) {
+    *why = "input and weight must be rank 3 ([batch, channels, length] and [channels, 1, k])";
+    return false;
+  }
+  const int64_t channels = dw.dim(0) > 0 ? dw.dim(0) : dx.dim(1);
+  if (channels <= 0) {
+    *why = "the channel count must be known at import (declare weight's first dim or input's second)";
+    return false;
+  }
+  std::string state = past;
+  if (state.empty()) {
+    // zeros [B, C, k - 1] of input's type
+    const std::string km1 = e.op("Sub", {e.op("Slice", {e.op("Shape", {w}), e.ints({2}), e.ints({3})}), e.ints({1})});
+    const std::string bc = e.op("Slice", {e.op("Shape", {x}), e.ints({0}), e.ints({2})});
+    const std::string shape = e.value("pad_shape");
+    Emitter::set_int(e.node("Concat", {bc, km1}, {shape}), "axis", 0);
+    state = e.op("CastLike", {zeros_of_shape(e, shape, onnx::TensorProto::FLOAT), x});
+  }
+  const std::string padded = e.value("padded");
+  Emitter::set_int(e.node("Concat", {state, x}, {padded}), "axis", 2);
+  std::vector<std::string> conv_in = {padded, w};
+  if (!bias.empty()) conv_in.push_back(bias);
+  const std::string conv = act == "none" ? n.output(0) : e.value("conv");
+  Emitter::set_int(e.node("Conv", conv_in, {conv}), "group", channels);
+  if (act != "none") {
+    std::string f = e.value("f32");
+    Emitter::set_int(e.node("Cast", {conv}, {f}), "to", onnx::TensorProto::FLOAT);
+    e.node("CastLike", {e.op("Mul", {f, e.op("Sigmoid", {f})}), conv}, {n.output(0)});
+  }
+  if (n.output_size() > 1 && !n.output(1).empty()) {
+    const std::string length = e.op("Slice", {e.op("Shape", {x}), e.ints({2}), e.ints({3})});
+    e.node("Slice", {padded, length, e.ints({std::numeric_limits<int64_t>::max()}), e.ints({2})}, {n.output(1)});
+  }
+  return true;
+}
+
+// AffineGrid(theta [N, 2, 3] or [N, 3, 4], size [N, C, H, W] or [N, C, D, H, W]) (20) -> grid
+// [N, H, W, 2] or [N, D, H, W, 3]: theta times the homogeneous position (x, y[, z], 1) of every
+// output point, x running along W, y along H, z along D; along an axis of length L the
+// coordinate of index i is (2i + 1) / L - 1 (align_corners 0) or 2i / (L - 1) - 1 (1; -1 when L
+// is 1). The output's rank follows size's length, so that must be known at import (size's
+// declared dim or theta's second dim).
+bool affine_grid(const onnx::NodeProto& n, Emitter& e, const TypeLookup& types, std::string* why) {
+  const int64_t align = attr_int(n, "align_corners", 0);
+  if (align != 0 && align != 1) {
+    *why = "align_corners " + std::to_string(align) + " (must be 0 or 1)";
+    return false;
+  }
+  const std::string theta = input(n, 0), size = input(n, 1);
+  const Declared ds = types(size), dt = types(theta);
+  int64_t k = ds.dim(0) == 4 || ds.dim(0) == 5 ? ds.dim(0) - 2 : -1;  // spatial dims
+  if (k < 0 && (dt.dim(1) == 2 || dt.dim(1) == 3)) k = dt.dim(1);
+  if (k < 0) {
+    *why = "whether the grid is 2-D or 3-D must be known at import (declare size's length, 4 or 5, or theta's dims)";
+    return false;
+  }
+  const std::string spatial = e.op("Slice", {size, e.ints({2}), e.ints({2 + k})});  // [D,] H, W
+  const std::string one_f = e.float_scalar(1.f), two_f = e.float_scalar(2.f);
+  // coords[t]: the coordinate along spatial axis t (0: the outermost), shaped to broadcast.
+  std::vector<std::string> coords;
+  for (int64_t t = 0; t < k; ++t) {
+    const std::string len = e.value("len");
+    e.node("Gather", {size, e.scalar(2 + t)}, {len});
+    std::string idx = e.value("idx");
+    Emitter::set_int(e.node("Cast", {e.op("Range", {e.scalar(0), len, e.scalar(1)})}, {idx}), "to", onnx::TensorProto::FLOAT);
+    std::string lf = e.value("lenf");
+    Emitter::set_int(e.node("Cast", {len}, {lf}), "to", onnx::TensorProto::FLOAT);
+    std::string c;
+    if (align == 0) {
+      c = e.op("Sub", {e.op("Div", {e.op("Add", {e.op("Mul", {idx, two_f}), one_f}), lf}), one_f});
+    } else {
+      const std::string lm1 = e.op("Sub", {lf, one_f});
+      const std::string step = e.op("Where", {e.op("Greater", {lm1, e.float_scalar(0.f)}), e.op("Div", {two_f, lm1}), e.float_scalar(0.f)});
+      c = e.op("Sub", {e.op("Mul", {idx, step}), one_f});
+    }
+    std::vector<int64_t> shape(static_cast<size_t>(k), 1);
+    shape[static_cast<size_t>(t)] = -1;
+    coords.push_back(e.op("Expand", {e.op("Reshape", {c, e.ints(shape)}), spatial}));
+  }
+  // (x, y[, z], 1): the innermost axis first.
+  std::vector<std::string> parts;
+  for (int64_t t = k - 1; t >= 0; --t) parts.push_back(e.op("Unsqueeze", {coords[static_cast<size_t>(t)], e.ints({-1})}));
+  parts.push_back(e.op("Unsqueeze", {e.op("Add", {e.op("Mul", {coords[0], e.float_scalar(0.f)}), one_f}), e.ints({-1})}));
+  const std::string homo = e.value("homo");
+  Emitter::set_int(e.node("Concat", parts, {homo}), "axis", -1);
+  std::string points = e.value("points");  // [k + 1, P]
+  Emitter::set_ints(e.node("Transpose", {e.op("Reshape", {homo, e.ints({-1, k + 1})})}, {points}), "perm", {1, 0});
+  const std::string moved = e.op("MatMul", {theta, e.op("CastLike", {points, theta})});  // [N, k, P]
+  std::string rows = e.value("rows");
+  Emitter::set_ints(e.node("Transpose", {moved}, {rows}), "perm", {0, 2, 1});
+  const std::string out_shape = e.value("grid_shape");
+  Emitter::set_int(e.node("Concat", {e.op("Slice", {size, e.ints({0}), e.ints({1})}), spatial, e.ints({k})}, {out_shape}), "axis", 0);
+  e.node("Reshape", {rows, out_shape}, {n.output(0)});
+  return true;
+}
+
 struct NewerOp {
   const char* op_type;
   int64_t since;  // the default-domain opset that introduced it
@@ -529,7 +654,9 @@ struct NewerOp {
 };
 
 constexpr NewerOp kNewerOps[] = {
+    {"AffineGrid", 20, affine_grid, 2, 2},
     {"Attention", 23, attention, 3, 7},
+    {"CausalConvWithState", 27, causal_conv_with_state, 2, 4},
     {"LpNormalization", 1, lp_normalization, 1, 1},
     {"RMSNormalization", 23, rms_normalization, 2, 2},
     {"RotaryEmbedding", 23, rotary_embedding, 3, 4},

@@ -16,17 +16,24 @@
 
 #include <onnx/onnx_pb.h>
 
+#include <cstdint>
 #include <functional>
 #include <string>
 #include <vector>
 
 namespace cuvil::frontend {
 
-// What the model declares about a value before any inference: its ONNX elem_type (0: unknown)
-// and rank (-1: unknown).
+// What the model declares about a value before any inference: its ONNX elem_type (0: unknown),
+// rank (-1: unknown) and, with a known rank, its dims (-1 where not a fixed number).
 struct Declared {
   int elem = 0;
   int rank = -1;
+  std::vector<int64_t> dims;
+  // dims[i] (i < 0 counts from the end), or -1 when it is not known.
+  int64_t dim(int64_t i) const {
+    if (i < 0) i += rank;
+    return i >= 0 && i < static_cast<int64_t>(dims.size()) ? dims[static_cast<size_t>(i)] : -1;
+  }
 };
 using TypeLookup = std::function<Declared(const std::string&)>;
 

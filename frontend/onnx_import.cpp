@@ -170,14 +170,17 @@ class Importer {
       Declared d;
       if (!vi.type().has_tensor_type()) return d;
       d.elem = vi.type().tensor_type().elem_type();
-      if (vi.type().tensor_type().has_shape()) d.rank = vi.type().tensor_type().shape().dim_size();
+      if (!vi.type().tensor_type().has_shape()) return d;
+      d.rank = vi.type().tensor_type().shape().dim_size();
+      for (const auto& dim : vi.type().tensor_type().shape().dim())
+        d.dims.push_back(dim.has_dim_value() && dim.dim_value() >= 0 ? dim.dim_value() : -1);
       return d;
     };
     for (const auto* list : {&gp.input(), &gp.value_info(), &gp.output()})
       for (const auto& vi : *list)
         if (vi.name() == name) return from(vi);
     for (const auto& t : gp.initializer())
-      if (t.name() == name) return {t.data_type(), t.dims_size()};
+      if (t.name() == name) return {t.data_type(), t.dims_size(), {t.dims().begin(), t.dims().end()}};
     static const std::set<std::string> kBoolOps = {"Equal", "Less", "LessOrEqual", "Greater", "GreaterOrEqual",
                                                    "Not", "And", "Or", "Xor", "IsNaN", "IsInf"};
     // Ops whose output has input 0's element type (the rank may differ).
@@ -188,12 +191,12 @@ class Importer {
     for (const auto& n : gp.node())
       for (const auto& o : n.output())
         if (o == name && (n.domain().empty() || n.domain() == "ai.onnx")) {
-          if (kBoolOps.count(n.op_type())) return {onnx::TensorProto::BOOL, -1};
+          if (kBoolOps.count(n.op_type())) return {onnx::TensorProto::BOOL, -1, {}};
           if (n.op_type() == "Cast")
             for (const auto& a : n.attribute())
-              if (a.name() == "to") return {static_cast<int>(a.i()), -1};
+              if (a.name() == "to") return {static_cast<int>(a.i()), -1, {}};
           if (kSameType.count(n.op_type()) && n.input_size() > 0 && depth < 32)
-            return {declared_type(gp, n.input(0), depth + 1).elem, -1};
+            return {declared_type(gp, n.input(0), depth + 1).elem, -1, {}};
           return {};
         }
     return {};

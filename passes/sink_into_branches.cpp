@@ -142,6 +142,12 @@ bool sink_first(Graph& g, int64_t& budget) {
     n.outputs = escaping;
     std::set<size_t> dead(moved.begin(), moved.end());
     erase_nodes(g, dead);
+    // The branches now capture what the moved nodes read, which nodes after the If may make
+    // (a Range that only a moved node reads): the If goes last. Nothing left in g reads its
+    // outputs (every reader moved), so that keeps the order topological.
+    std::rotate(g.nodes.begin() + static_cast<std::ptrdiff_t>(i), g.nodes.begin() + static_cast<std::ptrdiff_t>(i) + 1,
+                g.nodes.end());
+    refresh_producers(g);
     return true;
   }
   return false;

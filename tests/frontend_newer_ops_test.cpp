@@ -228,5 +228,125 @@ TEST(FrontendNewerOps, RmsNormalizationMatchesTheOnnxReference) {
   }
 }
 
+// CausalConvWithState against a scalar transcription of the ONNX reference
+// (onnx/reference/ops/op_causal_conv_with_state.py): with and without past state and bias,
+// with and without SiLU, kernel widths 1 and 3; both outputs.
+TEST(FrontendNewerOps, CausalConvWithStateMatchesTheOnnxReference) {
+  const int64_t B = 2, C = 3, L = 5;
+  for (int64_t k : {1, 3})
+    for (int with_past = 0; with_past < 2; ++with_past)
+      for (int with_bias = 0; with_bias < 2; ++with_bias)
+        for (int silu = 0; silu < 2; ++silu) {
+          SCOPED_TRACE("k " + std::to_string(k) + " past " + std::to_string(with_past) + " bias " +
+                       std::to_string(with_bias) + " silu " + std::to_string(silu));
+          onnx::ModelProto m = test::make_model(27, 11);
+          auto* g = m.mutable_graph();
+          add_input(g, "x", onnx::TensorProto::FLOAT, {B, C, L});
+          add_input(g, "w", onnx::TensorProto::FLOAT, {C, 1, k});
+          std::vector<std::string> ins = {"x", "w", "", ""};
+          if (with_bias) add_input(g, "b", onnx::TensorProto::FLOAT, {C}), ins[2] = "b";
+          if (with_past) add_input(g, "past", onnx::TensorProto::FLOAT, {B, C, k - 1}), ins[3] = "past";
+          while (ins.back().empty()) ins.pop_back();
+          auto* n = add_node(g, "CausalConvWithState", ins, {"y", "state"}, "ccws");
+          if (silu) test::set_attr_string(n, "activation", "silu");
+          add_output(g, "y", onnx::TensorProto::FLOAT, {B, C, L});
+          add_output(g, "state", onnx::TensorProto::FLOAT, {B, C, k - 1});
+          std::vector<float> x(B * C * L), w(C * k), b(C), past(B * C * (k - 1));
+          for (size_t i = 0; i < x.size(); ++i) x[i] = std::sin(0.7f * static_cast<float>(i)) * 2.f;
+          for (size_t i = 0; i < w.size(); ++i) w[i] = std::cos(0.3f * static_cast<float>(i));
+          for (size_t i = 0; i < b.size(); ++i) b[i] = 0.25f * static_cast<float>(i) - 0.3f;
+          for (size_t i = 0; i < past.size(); ++i) past[i] = 1.5f - 0.2f * static_cast<float>(i);
+          auto model = test::load(test::compile(m));
+          auto session = test::open_session(model.get());
+          ASSERT_TRUE(test::Ok(test::set_f32(session.get(), "x", {B, C, L}, x)));
+          ASSERT_TRUE(test::Ok(test::set_f32(session.get(), "w", {C, 1, k}, w)));
+          if (with_bias) ASSERT_TRUE(test::Ok(test::set_f32(session.get(), "b", {C}, b)));
+          if (with_past) ASSERT_TRUE(test::Ok(test::set_f32(session.get(), "past", {B, C, k - 1}, past)));
+          ASSERT_TRUE(test::Ok(cuvil_session_run(session.get())));
+          std::vector<int64_t> ydims, sdims;
+          const std::vector<float> y = test::output<float>(session.get(), 0, &ydims);
+          const std::vector<float> state = test::output<float>(session.get(), 1, &sdims);
+          EXPECT_EQ(ydims, (std::vector<int64_t>{B, C, L}));
+          EXPECT_EQ(sdims, (std::vector<int64_t>{B, C, k - 1}));
+          ASSERT_EQ(y.size(), x.size());
+          ASSERT_EQ(state.size(), past.size());
+          for (int64_t bb = 0; bb < B; ++bb)
+            for (int64_t c = 0; c < C; ++c) {
+              // padded = past (or zeros) then x, L + k - 1 long
+              std::vector<float> padded;
+              for (int64_t j = 0; j < k - 1; ++j) padded.push_back(with_past ? past[static_cast<size_t>((bb * C + c) * (k - 1) + j)] : 0.f);
+              for (int64_t t = 0; t < L; ++t) padded.push_back(x[static_cast<size_t>((bb * C + c) * L + t)]);
+              for (int64_t t = 0; t < L; ++t) {
+                double acc = with_bias ? b[static_cast<size_t>(c)] : 0.0;
+                for (int64_t j = 0; j < k; ++j) acc += double(w[static_cast<size_t>(c * k + j)]) * padded[static_cast<size_t>(t + j)];
+                if (silu) acc = acc / (1 + std::exp(-acc));
+                EXPECT_NEAR(y[static_cast<size_t>((bb * C + c) * L + t)], acc, 1e-5) << bb << "," << c << "," << t;
+              }
+              for (int64_t j = 0; j < k - 1; ++j)
+                EXPECT_EQ(state[static_cast<size_t>((bb * C + c) * (k - 1) + j)], padded[static_cast<size_t>(L + j)]);
+            }
+        }
+  // Conv's group is the channel count: without it declared, a clear refusal.
+  onnx::ModelProto m = test::make_model(27, 11);
+  auto* g = m.mutable_graph();
+  add_input(g, "x", onnx::TensorProto::FLOAT, {"b", "c", "l"});
+  add_input(g, "w", onnx::TensorProto::FLOAT, {"c", 1, 3});
+  add_node(g, "CausalConvWithState", {"x", "w"}, {"y", "state"}, "ccws");
+  add_output(g, "y");
+  EXPECT_TRUE(test::FailsWith([&] { import(m); }, ExitCode::kUnsupported,
+                              {"node 'ccws' (CausalConvWithState)", "channel count must be known at import"}));
+}
+
+// AffineGrid, 2-D and 3-D, both align_corners, an axis of length 1 included, against the
+// reference's formula (onnx/reference/ops/op_affine_grid.py): theta times (x, y[, z], 1).
+TEST(FrontendNewerOps, AffineGridMatchesTheOnnxReference) {
+  for (int three_d = 0; three_d < 2; ++three_d)
+    for (int align = 0; align < 2; ++align) {
+      SCOPED_TRACE(std::string(three_d ? "3-D" : "2-D") + " align_corners " + std::to_string(align));
+      const int64_t N = 2, k = three_d ? 3 : 2;
+      const std::vector<int64_t> size = three_d ? std::vector<int64_t>{N, 1, 2, 1, 4} : std::vector<int64_t>{N, 1, 3, 1};
+      onnx::ModelProto m = test::make_model(20, 9);
+      auto* g = m.mutable_graph();
+      add_input(g, "theta", onnx::TensorProto::FLOAT, {N, k, k + 1});
+      add_input(g, "size", onnx::TensorProto::INT64, {static_cast<int64_t>(size.size())});
+      test::set_attr_int(add_node(g, "AffineGrid", {"theta", "size"}, {"grid"}, "grid"), "align_corners", align);
+      add_output(g, "grid", onnx::TensorProto::FLOAT);
+      std::vector<float> theta(static_cast<size_t>(N * k * (k + 1)));
+      for (size_t i = 0; i < theta.size(); ++i) theta[i] = std::sin(1.3f * static_cast<float>(i) + 0.2f);
+      auto model = test::load(test::compile(m));
+      auto session = test::open_session(model.get());
+      ASSERT_TRUE(test::Ok(test::set_f32(session.get(), "theta", {N, k, k + 1}, theta)));
+      ASSERT_TRUE(test::Ok(cuvil_session_set_input(session.get(), "size", test::kI64, 1,
+                                                   std::vector<int64_t>{static_cast<int64_t>(size.size())}.data(),
+                                                   size.data(), size.size() * sizeof(int64_t))));
+      ASSERT_TRUE(test::Ok(cuvil_session_run(session.get())));
+      std::vector<int64_t> dims;
+      const std::vector<float> grid = test::output<float>(session.get(), 0, &dims);
+      std::vector<int64_t> want_dims = {N};
+      for (size_t t = 2; t < size.size(); ++t) want_dims.push_back(size[t]);
+      want_dims.push_back(k);
+      ASSERT_EQ(dims, want_dims);
+      auto coord = [&](int64_t i, int64_t len) {
+        if (align == 0) return (2.0 * i + 1) / len - 1;
+        return len > 1 ? 2.0 * i / (len - 1) - 1 : -1.0;
+      };
+      size_t at = 0;
+      const int64_t D = three_d ? size[2] : 1, H = size[size.size() - 2], W = size.back();
+      for (int64_t nn = 0; nn < N; ++nn)
+        for (int64_t d = 0; d < D; ++d)
+          for (int64_t h = 0; h < H; ++h)
+            for (int64_t w = 0; w < W; ++w) {
+              std::vector<double> homo = {coord(w, W), coord(h, H)};
+              if (three_d) homo.push_back(coord(d, D));
+              homo.push_back(1.0);
+              for (int64_t r = 0; r < k; ++r, ++at) {
+                double v = 0;
+                for (int64_t c = 0; c <= k; ++c) v += theta[static_cast<size_t>((nn * k + r) * (k + 1) + c)] * homo[static_cast<size_t>(c)];
+                EXPECT_NEAR(grid[at], v, 1e-5) << nn << "," << d << "," << h << "," << w << "," << r;
+              }
+            }
+    }
+}
+
 }  // namespace
 }  // namespace cuvil

@@ -94,7 +94,9 @@ std::vector<int64_t> normalize_axes(const InferContext& ctx, const std::vector<i
   return out;
 }
 
-// Axes of Squeeze/Unsqueeze: the `axes` attribute before opset 13, input 1 from then on.
+// Axes of Squeeze/Unsqueeze: the `axes` attribute before opset 13, input 1 from then on. The
+// input is 1-D by the spec; a scalar is taken as one axis (ONNX Runtime takes it too, and the
+// ONNX function bodies of AffineGrid pass one).
 struct AxesArg {
   bool given = false;
   std::optional<std::vector<int64_t>> values;  // nullopt when given but not constant
@@ -105,11 +107,13 @@ AxesArg axes_arg(const InferContext& ctx) {
   AxesArg a;
   if (since(ctx, 13)) {
     if (!ctx.has_input(1)) return a;
-    require_vector(ctx, 1, "input 'axes'");
+    const std::optional<int64_t> rank = rank_of(ctx.input(1));
+    if (rank != 0) require_vector(ctx, 1, "input 'axes'");
     a.given = true;
     a.values = ctx.const_ints(1);
     a.count = a.values ? std::optional<int64_t>(static_cast<int64_t>(a.values->size()))
-                       : vector_length(ctx, 1);
+              : rank == 0 ? std::optional<int64_t>(1)
+                          : vector_length(ctx, 1);
   } else if (auto v = ctx.attr_ints("axes")) {
     a.given = true;
     a.values = v;
