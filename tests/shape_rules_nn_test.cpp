@@ -580,7 +580,12 @@ TEST(ShapeRulesSignal, Dft20AxisInput) {
   ValueId y = t.b.node1(OpKind::DFT, {x, kNoValue, axis}, {{"onesided", int_attr(1)}});
   ValueId d = t.b.node1(OpKind::DFT, {x});  // default axis -2
   ValueId h = t.b.node1(OpKind::HannWindow, {t.b.ints("size", {32}, true)});
+  // onesided + inverse: the inverse real FFT, 2 (n - 1) real points by default
+  ValueId ir = t.b.node1(OpKind::DFT, {x, kNoValue, axis}, {{"onesided", int_attr(1)}, {"inverse", int_attr(1)}});
+  ValueId ir7 = t.b.node1(OpKind::DFT, {x, t.b.ints("len7", {7}, true), axis}, {{"onesided", int_attr(1)}, {"inverse", int_attr(1)}});
   t.infer();
+  EXPECT_EQ(dims(t.b.v(ir)), "[2, 18, 12, 1]");
+  EXPECT_EQ(dims(t.b.v(ir7)), "[2, 7, 12, 1]");
   EXPECT_EQ(dims(t.b.v(y)), "[2, 6, 12, 2]");
   EXPECT_EQ(dims(t.b.v(d)), "[2, 10, 12, 2]");
   EXPECT_EQ(dims(t.b.v(h)), "[32]");

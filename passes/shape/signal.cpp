@@ -44,7 +44,6 @@ void infer_dft(InferContext& ctx) {
   const Value& x = ctx.required_input(0);
   bool onesided = ctx.attr_int("onesided", 0) != 0;
   bool inverse = ctx.attr_int("inverse", 0) != 0;
-  if (onesided && inverse) ctx.fail("attributes 'onesided' and 'inverse' cannot both be set");
   Dim dft_length = length_input(ctx, 1, "dft_length");
   bool length_given = ctx.has_input(1);
   if (!x.shape) {
@@ -56,7 +55,9 @@ void infer_dft(InferContext& ctx) {
   if (rank < 2) ctx.fail("input '", x.name, "' has rank ", rank, ", expected at least 2");
   if (auto c = out.back() ? out.back()->constant() : std::nullopt; c && *c != 1 && *c != 2)
     ctx.fail("input '", x.name, "' last dim is ", *c, ", expected 1 (real) or 2 (complex)");
-  out.back() = DimExpr(2);
+  // onesided + inverse is the inverse real FFT: one-sided complex bins in, a real signal out.
+  const bool irfft = onesided && inverse;
+  out.back() = DimExpr(irfft ? 1 : 2);
 
   std::optional<int64_t> axis;
   if (ctx.node().opset >= 20) {
@@ -86,7 +87,8 @@ void infer_dft(InferContext& ctx) {
              "'");
   Dim& d = out[static_cast<size_t>(a)];
   if (length_given) d = dft_length;
-  if (onesided) d = onesided_bins(d);
+  else if (irfft && d) d = (*d - DimExpr(1)) * DimExpr(2);  // 2 (n - 1)
+  if (onesided && !irfft) d = onesided_bins(d);
   ctx.set_output(0, x.dtype, std::move(out));
 }
 

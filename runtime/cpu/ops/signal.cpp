@@ -155,17 +155,21 @@ Status kernel_DFT(OpContext& ctx) {
   if (!normalize_axis(axis, rank, &ax) || ax == rank - 1)
     return ctx.error(StatusCode::kInvalidArgument, "axis ", axis, " is out of range for input ", dims_string(x->dims));
   const int64_t n_in = x->dims[ax];
-  int64_t len = n_in;
+  // onesided + inverse: the inverse real FFT (numpy's irfft): the first len / 2 + 1 bins of a
+  // Hermitian spectrum in (the rest are their conjugates), a real signal of len points out.
+  const bool irfft = onesided && inverse;
+  int64_t len = irfft ? 2 * (n_in - 1) : n_in;
   if (ctx.input(1)) CUVIL_RETURN_IF_ERROR(read_int_scalar(ctx, ctx.input(1), "dft_length", &len));
   if (len < 1 || len > kMaxDftLength)
     return ctx.error(StatusCode::kInvalidArgument, "dft_length = ", len, " must be in [1, ", kMaxDftLength, "]");
   const bool complex_in = x->dims.back() == 2;
-  if (onesided && complex_in)
+  if (onesided && complex_in && !inverse)
     return ctx.error(StatusCode::kInvalidArgument, "onesided requires a real input");
-  const int64_t out_len = onesided ? len / 2 + 1 : len;
+  const int64_t out_len = irfft || !onesided ? len : len / 2 + 1;
+  const int64_t co = irfft ? 1 : 2;  // output parts: real only, or real and imaginary
   std::vector<int64_t> out_dims = x->dims;
   out_dims[ax] = out_len;
-  out_dims.back() = 2;
+  out_dims.back() = co;
   int64_t total = 0;
   if (!dims_numel(out_dims, &total)) return ctx.error(StatusCode::kInvalidArgument, "output shape overflows");
   TensorView* y = nullptr;
@@ -182,9 +186,11 @@ Status kernel_DFT(OpContext& ctx) {
   for (int64_t o = 0; o < outer; ++o)
     for (int64_t i = 0; i < inner; ++i) {
       for (int64_t j = 0; j < len; ++j) {
-        if (j < n_in) {
-          const double* e = xp + ((o * n_in + j) * inner + i) * ci;
+        const int64_t src = irfft && j > len / 2 ? len - j : j;  // bins past the half: conjugates
+        if (src < n_in) {
+          const double* e = xp + ((o * n_in + src) * inner + i) * ci;
           line[j] = cd(e[0], complex_in ? e[1] : 0.0);
+          if (src != j) line[j] = std::conj(line[j]);
         } else {
           line[j] = 0;
         }
@@ -193,9 +199,9 @@ Status kernel_DFT(OpContext& ctx) {
       for (int64_t k = 0; k < out_len; ++k) {
         cd v = res[k];
         if (inverse) v /= static_cast<double>(len);
-        double* e = out.data() + ((o * out_len + k) * inner + i) * 2;
+        double* e = out.data() + ((o * out_len + k) * inner + i) * co;
         e[0] = v.real();
-        e[1] = v.imag();
+        if (co == 2) e[1] = v.imag();
       }
     }
   out.finish();
