@@ -8,8 +8,10 @@
 // ScatterElements with indices made from its write_indices. Attention (23..25) is
 // cuvil::Attention where its contract fits (Q known float32, no softcap or qk_matmul_output),
 // else the plain ONNX ops of its reference. LpNormalization (opset 1, no kernel of its own) is
-// ReduceL1/ReduceL2 and Div. The ONNX op is thereby the canonical form the exporter idioms are
-// rewritten to (passes/canonicalize.cpp). Why at import rather than in a pass: Attention and
+// ReduceL1/ReduceL2 and Div. CausalConvWithState (27) is a Concat of its state, a depthwise
+// Conv (group = the channel count, which must be declared) and a Slice; AffineGrid (20) a MatMul
+// of theta with a grid made from Ranges (2-D or 3-D as declared). The ONNX op is thereby the
+// canonical form the exporter idioms are rewritten to (passes/canonicalize.cpp). Why at import rather than in a pass: Attention and
 // SwiGLU cannot be rows of ops.def, whose enum is spelled by op_type and already holds cuvil's
 // ops of those names.
 #pragma once
