@@ -646,6 +646,60 @@ bool affine_grid(const onnx::NodeProto& n, Emitter& e, const TypeLookup& types, 
   return true;
 }
 
+// LinearAttention(query, key, value, past_state?, decay?, beta?) (27) -> (output,
+// present_state): cuvil::LinearAttention, the same contract (ir/fused_ops.h). It computes in
+// float32 as the reference does: inputs of a declared other float type are cast to float32 and
+// the outputs cast back (present_state to past_state's type, else query's).
+bool linear_attention(const onnx::NodeProto& n, Emitter& e, const TypeLookup& types, std::string* why) {
+  const int64_t hq = attr_int(n, "q_num_heads", 0), hkv = attr_int(n, "kv_num_heads", 0);
+  if (hq < 1 || hkv < 1 || hq % hkv != 0) {
+    *why = "q_num_heads " + std::to_string(hq) + " / kv_num_heads " + std::to_string(hkv) +
+           " (both required, q_num_heads a positive multiple of kv_num_heads)";
+    return false;
+  }
+  const auto* rule_attr = find_attr(n, "update_rule");
+  const std::string rule = rule_attr ? rule_attr->s() : "gated_delta";
+  if (rule != "linear" && rule != "gated" && rule != "delta" && rule != "gated_delta") {
+    *why = "update_rule '" + rule + "' (must be linear, gated, delta or gated_delta)";
+    return false;
+  }
+  const bool gated = rule == "gated" || rule == "gated_delta", delta = rule == "delta" || rule == "gated_delta";
+  if (gated == input(n, 4).empty() || delta == input(n, 5).empty()) {
+    *why = "update_rule '" + rule + "' takes " + (gated ? "" : "no ") + "decay and " + (delta ? "" : "no ") + "beta";
+    return false;
+  }
+  const bool cast = declared_not_float(types, input(n, 0));
+  std::vector<std::string> ins;
+  for (int i = 0; i < 6; ++i) {
+    std::string in = input(n, i);
+    if (cast && !in.empty()) {
+      std::string f = e.value("f32");
+      Emitter::set_int(e.node("Cast", {in}, {f}), "to", onnx::TensorProto::FLOAT);
+      in = f;
+    }
+    ins.push_back(in);
+  }
+  while (!ins.empty() && ins.back().empty()) ins.pop_back();
+  const bool want_state = n.output_size() > 1 && !n.output(1).empty();
+  const std::string y = cast ? e.value("y") : n.output(0);
+  const std::string state = !want_state ? "" : cast ? e.value("state") : n.output(1);
+  std::vector<std::string> outs = {y};
+  if (want_state) outs.push_back(state);
+  onnx::NodeProto& la = e.node("LinearAttention", ins, outs, "cuvil");
+  Emitter::set_int(la, "q_num_heads", hq);
+  Emitter::set_int(la, "kv_num_heads", hkv);
+  Emitter::set_float(la, "scale", attr_float(n, "scale", 0.f));
+  onnx::AttributeProto* a = la.add_attribute();
+  a->set_name("update_rule");
+  a->set_type(onnx::AttributeProto::STRING);
+  a->set_s(rule);
+  if (cast) {
+    e.node("CastLike", {y, input(n, 0)}, {n.output(0)});
+    if (want_state) e.node("CastLike", {state, input(n, input(n, 3).empty() ? 0 : 3)}, {n.output(1)});
+  }
+  return true;
+}
+
 struct NewerOp {
   const char* op_type;
   int64_t since;  // the default-domain opset that introduced it
@@ -657,6 +711,7 @@ constexpr NewerOp kNewerOps[] = {
     {"AffineGrid", 20, affine_grid, 2, 2},
     {"Attention", 23, attention, 3, 7},
     {"CausalConvWithState", 27, causal_conv_with_state, 2, 4},
+    {"LinearAttention", 27, linear_attention, 3, 6},
     {"LpNormalization", 1, lp_normalization, 1, 1},
     {"RMSNormalization", 23, rms_normalization, 2, 2},
     {"RotaryEmbedding", 23, rotary_embedding, 3, 4},

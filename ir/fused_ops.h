@@ -49,6 +49,16 @@
 //   scale (float, 0 = 1/sqrt(D)); is_causal (int, 0): query i sees key j iff j <= i + T - S
 //   (aligned to the end, as a decoder with a cache needs). mask: float (added) or bool (false
 //   = -inf), broadcasting to [B, Hq, S, T].
+// LinearAttention(Q, K, V, past_state?, decay?, beta?) -> Y, present_state?
+//   The recurrent linear attention of ONNX LinearAttention (27): Q [B, T, Hq*Dk], K [B, T,
+//   Hkv*Dk], V [B, T, Hkv*Dv], heads packed in the last axis; a state S [B, Hkv, Dk, Dv] (from
+//   past_state, else zeros) runs over the T steps: with decay, S *= exp(g_t) (decay [B, T, Hkv]
+//   per head or [B, T, Hkv*Dk] per key row); with beta, v_t = beta_t * (v_t - S^T k_t) (beta
+//   [B, T, Hkv] or [B, T, 1]); then S += k_t v_t^T and y_t = scale * q_t^T S for each query head
+//   (query head h reads state h / (Hq / Hkv)). Y [B, T, Hq*Dv]; present_state the last S.
+//   q_num_heads, kv_num_heads (ints, required); scale (float, 0 = 1/sqrt(Dk)); update_rule
+//   (string, "gated_delta"): "linear" (no decay, no beta), "gated" (decay), "delta" (beta),
+//   "gated_delta" (both). float32, accumulated in float32 as the ONNX reference.
 #pragma once
 
 #include <cmath>

@@ -348,5 +348,104 @@ TEST(FrontendNewerOps, AffineGridMatchesTheOnnxReference) {
     }
 }
 
+// LinearAttention (cuvil::LinearAttention) against a scalar transcription of the ONNX reference
+// (onnx/reference/ops/op_linear_attention.py): every update rule, grouped-query heads, a past
+// state, decay per key row and per head, beta per head and shared.
+TEST(FrontendNewerOps, LinearAttentionMatchesTheOnnxReference) {
+  const int64_t B = 2, T = 3, Hq = 4, Hkv = 2, Dk = 3, Dv = 2, G = Hq / Hkv;
+  for (const std::string rule : {"linear", "gated", "delta", "gated_delta"})
+    for (int variant = 0; variant < 2; ++variant) {
+      SCOPED_TRACE(rule + " variant " + std::to_string(variant));
+      const bool gated = rule == "gated" || rule == "gated_delta", delta = rule == "delta" || rule == "gated_delta";
+      const int64_t decay_w = variant ? Hkv : Hkv * Dk, beta_w = variant ? 1 : Hkv;
+      const bool with_past = variant == 0;
+      onnx::ModelProto m = test::make_model(27, 11);
+      auto* g = m.mutable_graph();
+      add_input(g, "q", onnx::TensorProto::FLOAT, {B, T, Hq * Dk});
+      add_input(g, "k", onnx::TensorProto::FLOAT, {B, T, Hkv * Dk});
+      add_input(g, "v", onnx::TensorProto::FLOAT, {B, T, Hkv * Dv});
+      std::vector<std::string> ins = {"q", "k", "v", "", "", ""};
+      if (with_past) add_input(g, "past", onnx::TensorProto::FLOAT, {B, Hkv, Dk, Dv}), ins[3] = "past";
+      if (gated) add_input(g, "decay", onnx::TensorProto::FLOAT, {B, T, decay_w}), ins[4] = "decay";
+      if (delta) add_input(g, "beta", onnx::TensorProto::FLOAT, {B, T, beta_w}), ins[5] = "beta";
+      while (ins.back().empty()) ins.pop_back();
+      auto* n = add_node(g, "LinearAttention", ins, {"y", "state"}, "la");
+      test::set_attr_int(n, "q_num_heads", Hq);
+      test::set_attr_int(n, "kv_num_heads", Hkv);
+      test::set_attr_string(n, "update_rule", rule);
+      if (variant) test::set_attr_float(n, "scale", 0.7f);
+      add_output(g, "y", onnx::TensorProto::FLOAT, {B, T, Hq * Dv});
+      add_output(g, "state", onnx::TensorProto::FLOAT, {B, Hkv, Dk, Dv});
+      EXPECT_EQ(nodes_of(import(m), OpKind::LinearAttention).size(), 1u);
+      auto fill = [](size_t count, float f, float lo, float span) {
+        std::vector<float> v(count);
+        for (size_t i = 0; i < count; ++i) v[i] = lo + span * (0.5f + 0.5f * std::sin(f * static_cast<float>(i) + 0.4f));
+        return v;
+      };
+      const std::vector<float> q = fill(B * T * Hq * Dk, 0.9f, -1, 2), k = fill(B * T * Hkv * Dk, 1.3f, -1, 2),
+                               v = fill(B * T * Hkv * Dv, 0.7f, -1, 2), past = fill(B * Hkv * Dk * Dv, 2.1f, -0.5f, 1),
+                               decay = fill(B * T * decay_w, 1.7f, -0.6f, 0.5f), beta = fill(B * T * beta_w, 0.5f, 0.1f, 0.8f);
+      auto model = test::load(test::compile(m));
+      auto session = test::open_session(model.get());
+      ASSERT_TRUE(test::Ok(test::set_f32(session.get(), "q", {B, T, Hq * Dk}, q)));
+      ASSERT_TRUE(test::Ok(test::set_f32(session.get(), "k", {B, T, Hkv * Dk}, k)));
+      ASSERT_TRUE(test::Ok(test::set_f32(session.get(), "v", {B, T, Hkv * Dv}, v)));
+      if (with_past) ASSERT_TRUE(test::Ok(test::set_f32(session.get(), "past", {B, Hkv, Dk, Dv}, past)));
+      if (gated) ASSERT_TRUE(test::Ok(test::set_f32(session.get(), "decay", {B, T, decay_w}, decay)));
+      if (delta) ASSERT_TRUE(test::Ok(test::set_f32(session.get(), "beta", {B, T, beta_w}, beta)));
+      ASSERT_TRUE(test::Ok(cuvil_session_run(session.get())));
+      const std::vector<float> y = test::output<float>(session.get(), 0), state = test::output<float>(session.get(), 1);
+      ASSERT_EQ(y.size(), static_cast<size_t>(B * T * Hq * Dv));
+      ASSERT_EQ(state.size(), static_cast<size_t>(B * Hkv * Dk * Dv));
+      const double scale = variant ? 0.7 : 1 / std::sqrt(static_cast<double>(Dk));
+      for (int64_t b = 0; b < B; ++b)
+        for (int64_t h = 0; h < Hkv; ++h) {
+          std::vector<double> S(static_cast<size_t>(Dk * Dv), 0.0);
+          if (with_past)
+            for (int64_t i = 0; i < Dk * Dv; ++i) S[static_cast<size_t>(i)] = past[static_cast<size_t>((b * Hkv + h) * Dk * Dv + i)];
+          for (int64_t t = 0; t < T; ++t) {
+            const int64_t row = b * T + t;
+            auto kd = [&](int64_t d) { return double(k[static_cast<size_t>(row * Hkv * Dk + h * Dk + d)]); };
+            std::vector<double> vt(static_cast<size_t>(Dv));
+            for (int64_t j = 0; j < Dv; ++j) vt[static_cast<size_t>(j)] = v[static_cast<size_t>(row * Hkv * Dv + h * Dv + j)];
+            if (gated)
+              for (int64_t d = 0; d < Dk; ++d)
+                for (int64_t j = 0; j < Dv; ++j)
+                  S[static_cast<size_t>(d * Dv + j)] *= std::exp(double(decay[static_cast<size_t>(row * decay_w + (variant ? h : h * Dk + d))]));
+            if (delta) {
+              const double bt = beta[static_cast<size_t>(row * beta_w + (variant ? 0 : h))];
+              for (int64_t j = 0; j < Dv; ++j) {
+                double r = 0;
+                for (int64_t d = 0; d < Dk; ++d) r += S[static_cast<size_t>(d * Dv + j)] * kd(d);
+                vt[static_cast<size_t>(j)] = bt * (vt[static_cast<size_t>(j)] - r);
+              }
+            }
+            for (int64_t d = 0; d < Dk; ++d)
+              for (int64_t j = 0; j < Dv; ++j) S[static_cast<size_t>(d * Dv + j)] += kd(d) * vt[static_cast<size_t>(j)];
+            for (int64_t gq = 0; gq < G; ++gq) {
+              const int64_t hq = h * G + gq;
+              for (int64_t j = 0; j < Dv; ++j) {
+                double o = 0;
+                for (int64_t d = 0; d < Dk; ++d) o += double(q[static_cast<size_t>(row * Hq * Dk + hq * Dk + d)]) * S[static_cast<size_t>(d * Dv + j)];
+                EXPECT_NEAR(y[static_cast<size_t>(row * Hq * Dv + hq * Dv + j)], scale * o, 1e-5) << b << "," << t << "," << hq << "," << j;
+              }
+            }
+          }
+          for (int64_t i = 0; i < Dk * Dv; ++i)
+            EXPECT_NEAR(state[static_cast<size_t>((b * Hkv + h) * Dk * Dv + i)], S[static_cast<size_t>(i)], 1e-5) << "state " << b << "," << h << "," << i;
+        }
+    }
+  // A rule and its inputs must agree.
+  onnx::ModelProto m = test::make_model(27, 11);
+  auto* g = m.mutable_graph();
+  for (const char* name : {"q", "k", "v"}) add_input(g, name, onnx::TensorProto::FLOAT, {1, 1, 4});
+  auto* n = add_node(g, "LinearAttention", {"q", "k", "v"}, {"y"}, "la");
+  test::set_attr_int(n, "q_num_heads", 1);
+  test::set_attr_int(n, "kv_num_heads", 1);
+  add_output(g, "y");
+  EXPECT_TRUE(test::FailsWith([&] { import(m); }, ExitCode::kUnsupported,
+                              {"node 'la' (LinearAttention)", "update_rule 'gated_delta' takes decay and beta"}));
+}
+
 }  // namespace
 }  // namespace cuvil

@@ -160,4 +160,40 @@ void infer_attention(InferContext& ctx) {
   if (ctx.has_output(2)) ctx.set_output(2, v.dtype, present(v));
 }
 
+void infer_linear_attention(InferContext& ctx) {
+  const Value& q = float_input(ctx, 0);
+  const Value& k = float_input(ctx, 1);
+  const Value& v = float_input(ctx, 2);
+  for (const Value* t : {&q, &k, &v})
+    if (auto r = rank_of(t); r && *r != 3)
+      ctx.fail("input '", t->name, "' has rank ", *r, "; LinearAttention takes [batch, seq, heads * head_dim]");
+  const int64_t hq = ctx.attr_int("q_num_heads", 0), hkv = ctx.attr_int("kv_num_heads", 0);
+  if (hq < 1 || hkv < 1 || hq % hkv != 0)
+    ctx.fail("q_num_heads (", hq, ") must be a positive multiple of kv_num_heads (", hkv, ")");
+  const std::string rule = ctx.attr_string("update_rule", "gated_delta");
+  if (rule != "linear" && rule != "gated" && rule != "delta" && rule != "gated_delta")
+    ctx.fail("attribute 'update_rule' is '", rule, "', must be linear, gated, delta or gated_delta");
+  const bool gated = rule == "gated" || rule == "gated_delta", delta = rule == "delta" || rule == "gated_delta";
+  if (gated != (ctx.input(4) != nullptr)) ctx.fail("update_rule '", rule, gated ? "' needs" : "' takes no", " input 'decay'");
+  if (delta != (ctx.input(5) != nullptr)) ctx.fail("update_rule '", rule, delta ? "' needs" : "' takes no", " input 'beta'");
+  for (size_t i : {size_t{3}, size_t{4}, size_t{5}})
+    if (const Value* t = ctx.input(i)) require_float(ctx, *t);
+  auto dim = [](const Value& t, size_t i) -> Dim { return t.shape ? (*t.shape)[i] : Dim(); };
+  // A packed last dim split into `heads` heads: its head size.
+  auto head_size = [&](const Value& t, int64_t heads) -> Dim {
+    const Dim d = dim(t, 2);
+    if (!d) return Dim();
+    if (auto c = d->constant()) {
+      if (*c % heads != 0) ctx.fail("input '", t.name, "' last dim ", *c, " is not a multiple of its ", heads, " heads");
+      return DimExpr(*c / heads);
+    }
+    return sym::floordiv(*d, heads);
+  };
+  const Dim dk = head_size(q, hq), dv = head_size(v, hkv);
+  std::optional<Shape> y;
+  if (q.shape || v.shape) y = Shape{dim(q, 0), dim(q, 1), dv ? Dim(*dv * DimExpr(hq)) : Dim()};
+  ctx.set_output(0, q.dtype, y);
+  if (ctx.has_output(1)) ctx.set_output(1, q.dtype, Shape{dim(q, 0), DimExpr(hkv), dk, dv});
+}
+
 }  // namespace cuvil::shape

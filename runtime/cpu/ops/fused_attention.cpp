@@ -1,4 +1,5 @@
-// CPU kernels of cuvil::Attention and cuvil::MaskedSoftmax (the contract is ir/fused_ops.h).
+// CPU kernels of cuvil::Attention, cuvil::MaskedSoftmax and cuvil::LinearAttention (the contract
+// is ir/fused_ops.h).
 // MaskedSoftmax works one softmax row at a time. Attention works on blocks of up to
 // kQueryBlock query rows of one (batch, head): scores = scale * Q_blk K^T and Y_blk = P V are
 // two GEMMs on the active kernel path (runtime/cpu/ops/gemm_micro.h, single-threaded inside a
@@ -252,6 +253,107 @@ Status kernel_Attention(OpContext& ctx) {
         softmax_row(srow, tn);
       }
       gemm(nullptr, false, false, mb, Dv, tn, 1.0f, scores.data(), tn, vb, Dv, 0.0f, yblk, Dv);
+    }
+  });
+  return Status::ok();
+}
+
+// ---- cuvil::LinearAttention -------------------------------------------------------------------
+// One task per (batch, key/value head): its [Dk, Dv] state in a float32 scratch, the T steps in
+// order (decay, delta correction, the rank-1 write, then each query head of the group reads
+// it). Sums run in a fixed order per task, so 1 and N threads give the same bits.
+Status kernel_LinearAttention(OpContext& ctx) {
+  const TensorView *q = nullptr, *k = nullptr, *v = nullptr, *past = nullptr, *decay = nullptr, *beta = nullptr;
+  CUVIL_RETURN_IF_ERROR(require_f32(ctx, 0, "query", &q));
+  CUVIL_RETURN_IF_ERROR(require_f32(ctx, 1, "key", &k));
+  CUVIL_RETURN_IF_ERROR(require_f32(ctx, 2, "value", &v));
+  if (ctx.input(3)) CUVIL_RETURN_IF_ERROR(require_f32(ctx, 3, "past_state", &past));
+  if (ctx.input(4)) CUVIL_RETURN_IF_ERROR(require_f32(ctx, 4, "decay", &decay));
+  if (ctx.input(5)) CUVIL_RETURN_IF_ERROR(require_f32(ctx, 5, "beta", &beta));
+  const int64_t Hq = ctx.attrs().get_int("q_num_heads", 0), Hkv = ctx.attrs().get_int("kv_num_heads", 0);
+  if (Hq < 1 || Hkv < 1 || Hq % Hkv != 0)
+    return ctx.error(StatusCode::kInvalidArgument, "q_num_heads (", Hq, ") must be a positive multiple of kv_num_heads (",
+                     Hkv, ")");
+  const std::string rule = ctx.attrs().get_string("update_rule", "gated_delta");
+  const bool gated = rule == "gated" || rule == "gated_delta", delta = rule == "delta" || rule == "gated_delta";
+  if (!gated && !delta && rule != "linear")
+    return ctx.error(StatusCode::kInvalidArgument, "update_rule '", rule, "' is not linear, gated, delta or gated_delta");
+  if (gated != (decay != nullptr) || delta != (beta != nullptr))
+    return ctx.error(StatusCode::kInvalidArgument, "update_rule '", rule, "' takes ", gated ? "" : "no ", "decay and ",
+                     delta ? "" : "no ", "beta");
+  for (const TensorView* t : {q, k, v, decay, beta})
+    if (t && t->dims.size() != 3)
+      return ctx.error(StatusCode::kInvalidArgument, "inputs must be rank 3 [batch, seq, heads * size], got ",
+                       dims_string(t->dims));
+  const int64_t B = q->dims[0], T = q->dims[1];
+  if (q->dims[2] % Hq != 0 || v->dims[2] % Hkv != 0)
+    return ctx.error(StatusCode::kInvalidArgument, "query ", dims_string(q->dims), " or value ", dims_string(v->dims),
+                     " does not split into its heads");
+  const int64_t Dk = q->dims[2] / Hq, Dv = v->dims[2] / Hkv, group = Hq / Hkv;
+  const bool shapes_agree = k->dims == std::vector<int64_t>{B, T, Hkv * Dk} && v->dims[0] == B && v->dims[1] == T &&
+                            (!past || past->dims == std::vector<int64_t>{B, Hkv, Dk, Dv});
+  if (!shapes_agree)
+    return ctx.error(StatusCode::kInvalidArgument, "query ", dims_string(q->dims), ", key ", dims_string(k->dims),
+                     ", value ", dims_string(v->dims), past ? " and past_state " + dims_string(past->dims) : "",
+                     " do not agree (", Hq, " query heads, ", Hkv, " key/value heads)");
+  // decay: per head [B, T, Hkv] or per key row [B, T, Hkv*Dk]; beta: [B, T, Hkv] or [B, T, 1].
+  const int64_t decay_width = decay ? decay->dims[2] : 0, beta_width = beta ? beta->dims[2] : 0;
+  if (decay && (decay->dims[0] != B || decay->dims[1] != T || (decay_width != Hkv && decay_width != Hkv * Dk)))
+    return ctx.error(StatusCode::kInvalidArgument, "decay ", dims_string(decay->dims), " is not [", B, ", ", T, ", ",
+                     Hkv, " or ", Hkv * Dk, "]");
+  if (beta && (beta->dims[0] != B || beta->dims[1] != T || (beta_width != Hkv && beta_width != 1)))
+    return ctx.error(StatusCode::kInvalidArgument, "beta ", dims_string(beta->dims), " is not [", B, ", ", T, ", ", Hkv,
+                     " or 1]");
+  float scale = ctx.attrs().get_float("scale", 0.0f);
+  if (scale == 0.0f) scale = 1.0f / std::sqrt(static_cast<float>(Dk));
+  TensorView* y = nullptr;
+  CUVIL_RETURN_IF_ERROR(ctx.allocate_output(0, DType::Float, {B, T, Hq * Dv}, &y));
+  float* present = nullptr;
+  if (ctx.num_outputs() > 1 && ctx.output_wanted(1)) {
+    TensorView* p = nullptr;
+    CUVIL_RETURN_IF_ERROR(ctx.allocate_output(1, DType::Float, {B, Hkv, Dk, Dv}, &p));
+    present = p->as<float>();
+  }
+  const float *qp = q->as<float>(), *kp = k->as<float>(), *vp = v->as<float>();
+  float* yp = y->as<float>();
+  parallel_range(ctx, B * Hkv, 1, [&](int64_t begin, int64_t end) {
+    std::vector<float> state(static_cast<size_t>(Dk * Dv)), vt(static_cast<size_t>(Dv));
+    for (int64_t task = begin; task < end; ++task) {
+      const int64_t b = task / Hkv, h = task % Hkv;
+      if (past) std::copy_n(past->as<float>() + task * Dk * Dv, Dk * Dv, state.data());
+      else std::fill(state.begin(), state.end(), 0.f);
+      for (int64_t t = 0; t < T; ++t) {
+        const int64_t row = b * T + t;
+        const float* kt = kp + row * Hkv * Dk + h * Dk;
+        std::copy_n(vp + row * Hkv * Dv + h * Dv, Dv, vt.data());
+        if (decay) {
+          const float* g = decay->as<float>() + row * decay_width;
+          for (int64_t d = 0; d < Dk; ++d) {
+            const float f = std::exp(decay_width == Hkv ? g[h] : g[h * Dk + d]);
+            for (int64_t m = 0; m < Dv; ++m) state[d * Dv + m] *= f;
+          }
+        }
+        if (beta) {
+          const float bt = beta->as<float>()[row * beta_width + (beta_width == 1 ? 0 : h)];
+          for (int64_t m = 0; m < Dv; ++m) {
+            float retrieved = 0.f;
+            for (int64_t d = 0; d < Dk; ++d) retrieved += state[d * Dv + m] * kt[d];
+            vt[m] = bt * (vt[m] - retrieved);
+          }
+        }
+        for (int64_t d = 0; d < Dk; ++d)
+          for (int64_t m = 0; m < Dv; ++m) state[d * Dv + m] += kt[d] * vt[m];
+        for (int64_t g = 0; g < group; ++g) {
+          const int64_t hq = h * group + g;
+          const float* qt = qp + row * Hq * Dk + hq * Dk;
+          float* yt = yp + row * Hq * Dv + hq * Dv;
+          for (int64_t m = 0; m < Dv; ++m) yt[m] = 0.f;
+          for (int64_t d = 0; d < Dk; ++d)
+            for (int64_t m = 0; m < Dv; ++m) yt[m] += qt[d] * state[d * Dv + m];
+          for (int64_t m = 0; m < Dv; ++m) yt[m] *= scale;
+        }
+      }
+      if (present) std::copy_n(state.data(), Dk * Dv, present + task * Dk * Dv);
     }
   });
   return Status::ok();
