@@ -10,7 +10,8 @@
 // else the plain ONNX ops of its reference. LpNormalization (opset 1, no kernel of its own) is
 // ReduceL1/ReduceL2 and Div. CausalConvWithState (27) is a Concat of its state, a depthwise
 // Conv (group = the channel count, which must be declared) and a Slice; AffineGrid (20) a MatMul
-// of theta with a grid made from Ranges (2-D or 3-D as declared). The ONNX op is thereby the
+// of theta with a grid made from Ranges (2-D or 3-D as declared); LinearAttention (27)
+// cuvil::LinearAttention. The ONNX op is thereby the
 // canonical form the exporter idioms are rewritten to (passes/canonicalize.cpp). Why at import rather than in a pass: Attention and
 // SwiGLU cannot be rows of ops.def, whose enum is spelled by op_type and already holds cuvil's
 // ops of those names.
