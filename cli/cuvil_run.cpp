@@ -3,7 +3,8 @@
 // (--shape name=1x128); outputs are summarised on the terminal and written as .npy files to
 // --output-dir. --bench N times N runs and prints latency percentiles and runs per second,
 // then the per-run overhead (setting inputs, binding shapes, dispatch) from N more runs.
-// --trace writes a Trace Event JSON of the first run (the one whose outputs are printed);
+// --trace writes a Trace Event JSON of the first run (the one whose outputs are printed; with
+// --trace-run N, of run N after N - 1 untraced ones);
 // --report a JSON summary (latency percentiles of the timed runs, arena, threads, kernel path).
 // Uses only the public C API of libcuvil.
 #include <CLI/CLI.hpp>
@@ -208,7 +209,7 @@ int run_main(int argc, char** argv) {
                "(also: deadline passed, a worker thread could not start)."};
   std::string model_path, output_dir, trace_path, report_path;
   std::vector<std::string> inputs, shapes;
-  int threads = 0, bench = 0, warmup = 3, generate = 0;
+  int threads = 0, bench = 0, warmup = 3, generate = 0, trace_run = 1;
   uint64_t seed = 1;
   int64_t deadline_ms = 0;
   std::string device = "auto";
@@ -240,9 +241,16 @@ int run_main(int argc, char** argv) {
                  "Stop a run that takes longer than this (0 = none); checked between instructions and "
                  "between chunks of a kernel's work (exit 6)")
       ->check(CLI::NonNegativeNumber);
-  app.add_option("--trace", trace_path,
-                 "Write a Trace Event JSON of the first run (open it in ui.perfetto.dev or chrome://tracing): "
-                 "one track per thread, one slice per kernel call named after its ONNX node");
+  CLI::Option* trace_opt = app.add_option(
+      "--trace", trace_path,
+      "Write a Trace Event JSON of the first run (open it in ui.perfetto.dev or chrome://tracing): "
+      "one track per thread, one slice per kernel call named after its ONNX node");
+  app.add_option("--trace-run", trace_run,
+                 "Trace run N instead of the first (default 1): runs 1..N-1 go first, untraced, so that N >= 2 shows "
+                 "a warm run (caches, page faults and first-use packing behind it); its outputs are the ones printed. "
+                 "A package with session state (a KV cache) advances it on every run")
+      ->check(CLI::PositiveNumber)
+      ->needs(trace_opt);
   app.add_option("--report", report_path,
                  "Write a JSON run report: latency percentiles over the --bench runs (or the one run), arena bytes, "
                  "threads, kernel path, shape bucket");
@@ -432,6 +440,7 @@ int run_main(int argc, char** argv) {
       }
     if (cuvil_status st = cuvil_session_run(session)) rc = report("run", st);
   };
+  for (int i = 1; i < trace_run && !rc; ++i) bind_and_run();  // --trace-run N: N - 1 untraced runs first
   if (!rc && !trace_path.empty())
     if (cuvil_status st = cuvil_session_enable_trace(session, 1)) rc = report("trace", st);
   double first_run_ms = 0;

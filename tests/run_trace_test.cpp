@@ -320,6 +320,23 @@ TEST_F(CliRunTrace, ReportWithoutBenchTimesTheOneRun) {
   EXPECT_GT(report["latency_ms"]["max"].number, 0);
 }
 
+// --trace-run N traces run N, after N - 1 untraced runs; it needs --trace.
+TEST_F(CliRunTrace, TraceRunTracesALaterRun) {
+  const std::string trace = dir_.path() + "/trace.json", rep = dir_.path() + "/run.json";
+  RunResult r = run_tool(dir_.path(), CUVIL_RUN,
+                         {pkg_, "--shape", "x=4x32", "--trace", trace, "--trace-run", "3", "--report", rep});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  int runs = 0;
+  for (const Slice& sl : slices_of(parse_file(trace))) runs += sl.name == "run";
+  EXPECT_EQ(runs, 1) << "one run traced";
+  EXPECT_EQ(parse_file(rep)["session_runs"].number, 3) << "two untraced runs, then the traced one";
+  r = run_tool(dir_.path(), CUVIL_RUN, {pkg_, "--shape", "x=4x32", "--trace-run", "2"});
+  EXPECT_EQ(r.exit_code, 2) << r.err;
+  EXPECT_MENTIONS(r.err, "--trace-run");
+  r = run_tool(dir_.path(), CUVIL_RUN, {pkg_, "--shape", "x=4x32", "--trace", trace, "--trace-run", "0"});
+  EXPECT_EQ(r.exit_code, 2) << r.err;
+}
+
 TEST_F(CliRunTrace, BadPathsAreIoErrorsNamingThePath) {
   const std::string bad = dir_.path() + "/missing/trace.json";
   RunResult r = run_tool(dir_.path(), CUVIL_RUN, {pkg_, "--shape", "x=2x32", "--trace", bad});
