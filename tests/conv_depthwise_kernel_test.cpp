@@ -297,6 +297,50 @@ TEST(ConvDepthwiseKernel, GroupsMultipliersAndBroadcastResidual) {
   check(nobias);
 }
 
+// The NHWC kernel sweeps the columns whose window lies inside the width in strips of 8, 4, 2
+// and 1 (3 or 5 taps wide, stride 1 or 2); the borders and other geometries go position by
+// position. Every path must still sum each output's taps in (kh, kw) order: without padding
+// every tap is valid in both layouts, so NHWC equals the NCHW phase-plane kernel bit for bit.
+// 15 interior columns take one strip of each width; 21 channels end in a partial vector on
+// every path. With padding (pads of 2 on a 5x5 window skip window rows at the top and bottom
+// and send 2 columns each side through the per-position kernel) the reference decides.
+TEST(ConvDepthwiseKernel, NhwcRowSweepEveryStripWidth) {
+  struct Geometry {
+    int64_t k, stride, in_w;
+  };
+  for (const Geometry& g : {Geometry{3, 1, 17}, Geometry{3, 2, 31}, Geometry{5, 1, 19}, Geometry{5, 2, 33}}) {
+    Case c("k " + std::to_string(g.k) + " stride " + std::to_string(g.stride) + ", 15 columns, no padding",
+           {2, 21, 7, g.in_w}, {21, 1, g.k, g.k}, 21);
+    c.strides = {g.stride, g.stride};
+    c.act = "clip";
+    c.alpha = -0.5f;
+    c.beta = 0.5f;
+    check(c);
+    const TensorData x = random_tensor(c.x, 21), w = random_tensor(c.w, 22), b = random_tensor({21}, 23);
+    std::map<std::string, Attribute> attrs = conv_attrs(c);
+    attrs["activation"] = attr_str("clip");
+    attrs["activation_alpha"] = attr_float(-0.5f);
+    attrs["activation_beta"] = attr_float(0.5f);
+    std::map<std::string, Attribute> nhwc_attrs = attrs;
+    nhwc_attrs["layout"] = attr_str("NHWC");
+    const TensorData xt = permute(x, to_nhwc(4));
+    const rt::CpuPath before = rt::active_cpu_path();
+    for (rt::CpuPath path : rt::supported_cpu_paths()) {
+      ASSERT_TRUE(rt::set_cpu_path_for_testing(path));
+      SCOPED_TRACE(c.name + ", " + rt::cpu_path_name(path));
+      const TensorData nchw = run("cuvil", "FusedConv", attrs, {&x, &w, &b, nullptr}, 1);
+      const TensorData nhwc = run("cuvil", "FusedConv", nhwc_attrs, {&xt, &w, &b, nullptr}, 3);
+      EXPECT_TRUE(bitwise_equal(permute(nchw, to_nhwc(4)), nhwc)) << "NHWC and NCHW sums differ";
+    }
+    rt::set_cpu_path_for_testing(before);
+    Case padded(c.name + ", pads 2", {1, 21, 6, g.in_w}, {21, 1, g.k, g.k}, 21);
+    padded.strides = c.strides;
+    padded.pads = {2, 2, 2, 2};
+    padded.act = "relu";
+    check(padded);
+  }
+}
+
 // One group, channels-last: the indirect-GEMM kernel (runtime/cpu/ops/conv_igemm.h) takes
 // every NHWC case below, and the NCHW ones with a window or of at most kIgemmChannelsFirstMaxC
 // input channels between two transposes (the other NCHW ones, 1x1, run the GEMM): ResNet's shapes at small sizes,

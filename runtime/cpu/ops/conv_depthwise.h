@@ -13,6 +13,11 @@
 // (rows narrower than four vectors are computed over the flattened planes, see DwPlaneArgs).
 // NHWC (depthwise only: one input and one output channel per group): each output position's
 // channels are contiguous; taps outside the image are skipped by per-row / per-column ranges.
+// The columns whose window lies inside the width (3 or 5 taps wide, stride 1 or 2, no
+// dilation along it) are swept in strips of 8, 4, 2 and 1 columns: per channel vector and
+// window row, the row's weights stay in registers and each input column the strip's windows
+// cover is loaded once for all of them; the other columns go position by position. Both add
+// each output's taps in the same (kh, kw) order, so the sweep changes no bit.
 //
 // Paths (runtime/cpu/cpu_features.h): AVX-512 (16 lanes), AVX2+FMA (8 lanes) and portable
 // (4-lane GCC vectors) share one algorithm (conv_depthwise_impl.h) and blocking; they differ

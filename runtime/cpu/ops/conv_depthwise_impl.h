@@ -162,6 +162,84 @@ template <class T> struct DwKernels {
     }
   }
 
+  // P consecutive output columns [ow, ow + P) of row oh, channels [c, c + n) (n == kW when
+  // Full), every tap of which lies inside the image's width (dilation 1 along it, stride S,
+  // KW taps wide): per window row, the KW weight vectors stay in registers and each of the
+  // (P - 1) * S + KW input columns the P windows cover is loaded once and multiplied into
+  // every output whose window holds it. Each output still sums its taps in (kh, kw) order,
+  // so the bits are those of position_channels.
+  template <int KW, int S, int P, bool Full>
+  static inline void row_strip(const DwNhwcArgs& a, const int64_t* ih, const int64_t* kh, int64_t nkh, int64_t oh,
+                               int64_t ow, int64_t c, int64_t n, V lo, V hi) {
+    const DwShape& s = *a.s;
+    const int64_t C = s.c;
+    constexpr int kCols = (P - 1) * S + KW;
+    V acc[P];
+#pragma GCC unroll 8
+    for (int j = 0; j < P; ++j) acc[j] = T::zero();
+    const int64_t iw0 = ow * S - s.p_w;
+    for (int64_t r = 0; r < nkh; ++r) {
+      const float* xr = a.x + (ih[r] * s.in_w + iw0) * C + c;
+      const float* wr = a.wt + kh[r] * KW * C + c;
+      V w[KW];
+#pragma GCC unroll 8
+      for (int kw = 0; kw < KW; ++kw) w[kw] = Full ? T::load(wr + kw * C) : T::load_n(wr + kw * C, n);
+#pragma GCC unroll 32
+      for (int q = 0; q < kCols; ++q) {
+        const V xv = Full ? T::load(xr + q * C) : T::load_n(xr + q * C, n);
+#pragma GCC unroll 8
+        for (int j = 0; j < P; ++j) {
+          const int kw = q - j * S;
+          if (kw >= 0 && kw < KW) acc[j] = T::fma(xv, w[kw], acc[j]);
+        }
+      }
+    }
+    const int64_t at = (oh * s.out_w + ow) * C + c;
+#pragma GCC unroll 8
+    for (int j = 0; j < P; ++j)
+      finish(acc[j], a.bias ? a.bias + c : nullptr, true, T::zero(), a.residual ? a.residual + at + j * C : nullptr,
+             a.y + at + j * C, Full ? kW : n, a.e->act, lo, hi);
+  }
+
+  // Output columns [ow0, ow1) of row oh, all inside the width (row_strip's contract), channel
+  // vectors outermost: one vector's input columns of the window rows stay in L1 across the
+  // sweep along the row; strips of 8 columns, the rest in strips of 4, 2 and 1.
+  // P output columns from ow (row_strip's contract), every channel: the P windows' input
+  // lines are used whole before the sweep moves on.
+  template <int KW, int S, int P>
+  static inline void strip_channels(const DwNhwcArgs& a, const int64_t* ih, const int64_t* kh, int64_t nkh, int64_t oh,
+                                    int64_t ow, V lo, V hi) {
+    const int64_t C = a.s->c;
+    int64_t c = 0;
+    for (; c + kW <= C; c += kW) row_strip<KW, S, P, true>(a, ih, kh, nkh, oh, ow, c, kW, lo, hi);
+    if (c < C) row_strip<KW, S, P, false>(a, ih, kh, nkh, oh, ow, c, C - c, lo, hi);
+  }
+
+  // Output columns [ow0, ow1) of row oh, all inside the width (row_strip's contract): strips
+  // of 8 columns, the rest in strips of 4, 2 and 1.
+  template <int KW, int S>
+  static void row_interior(const DwNhwcArgs& a, const int64_t* ih, const int64_t* kh, int64_t nkh, int64_t oh,
+                           int64_t ow0, int64_t ow1, V lo, V hi) {
+    int64_t ow = ow0;
+    for (; ow + 8 <= ow1; ow += 8) strip_channels<KW, S, 8>(a, ih, kh, nkh, oh, ow, lo, hi);
+    if (ow + 4 <= ow1) strip_channels<KW, S, 4>(a, ih, kh, nkh, oh, ow, lo, hi), ow += 4;
+    if (ow + 2 <= ow1) strip_channels<KW, S, 2>(a, ih, kh, nkh, oh, ow, lo, hi), ow += 2;
+    if (ow < ow1) strip_channels<KW, S, 1>(a, ih, kh, nkh, oh, ow, lo, hi);
+  }
+
+  using RowInteriorFn = void (*)(const DwNhwcArgs&, const int64_t*, const int64_t*, int64_t, int64_t, int64_t,
+                                 int64_t, V, V);
+  // The row sweep for this geometry (3 or 5 taps wide, stride 1 or 2, dilation 1 along the
+  // width), or null: then every column goes through position_channels.
+  static RowInteriorFn row_interior_for(const DwShape& s) {
+    if (s.d_w != 1) return nullptr;
+    if (s.k_w == 3 && s.s_w == 1) return row_interior<3, 1>;
+    if (s.k_w == 3 && s.s_w == 2) return row_interior<3, 2>;
+    if (s.k_w == 5 && s.s_w == 1) return row_interior<5, 1>;
+    if (s.k_w == 5 && s.s_w == 2) return row_interior<5, 2>;
+    return nullptr;
+  }
+
   static void nhwc_rows(const DwNhwcArgs& a) {
     const DwShape& s = *a.s;
     const int64_t C = s.c;
@@ -175,9 +253,10 @@ template <class T> struct DwKernels {
       const int64_t iw0 = ow * s.s_w - s.p_w;
       return iw0 >= 0 && iw0 + (s.k_w - 1) * s.d_w < s.in_w;
     };
-    for (int64_t oh = a.oh0; oh < a.oh1; ++oh) {
+    // Columns [ow, end) through the per-position kernels.
+    auto positions = [&](int64_t oh, int64_t ow, int64_t end) {
       float* yrow = a.y + oh * s.out_w * C;
-      for (int64_t ow = 0; ow < s.out_w;) {
+      while (ow < end) {
         int64_t ntaps = 0;
         for (int64_t kh = 0; kh < s.k_h; ++kh) {
           const int64_t ih = oh * s.s_h - s.p_h + kh * s.d_h;
@@ -192,13 +271,34 @@ template <class T> struct DwKernels {
         }
         float* yp = yrow + ow * C;
         const float* rp = a.residual ? a.residual + (oh * s.out_w + ow) * C : nullptr;
-        if (ow + 1 < s.out_w && inside_w(ow) && inside_w(ow + 1)) {
+        if (ow + 1 < end && inside_w(ow) && inside_w(ow + 1)) {
           position_channels<2>(a, xoff, woff, ntaps, s.s_w * C, rp, yp, lo, hi);
           ow += 2;
         } else {
           position_channels<1>(a, xoff, woff, ntaps, 0, rp, yp, lo, hi);
           ow += 1;
         }
+      }
+    };
+    // The columns whose every tap lies inside the width: [first, last).
+    const RowInteriorFn sweep = row_interior_for(s);
+    int64_t first = (s.p_w + s.s_w - 1) / s.s_w, last = 0;
+    if (s.in_w - s.k_w + s.p_w >= 0) last = (s.in_w - s.k_w + s.p_w) / s.s_w + 1;
+    last = last < s.out_w ? last : s.out_w;
+    first = first < last ? first : last;
+    for (int64_t oh = a.oh0; oh < a.oh1; ++oh) {
+      float* yrow = a.y + oh * s.out_w * C;
+      if (sweep && first < last) {
+        int64_t ih[kMaxTaps], kh[kMaxTaps], nkh = 0;
+        for (int64_t r = 0; r < s.k_h; ++r) {
+          const int64_t i = oh * s.s_h - s.p_h + r * s.d_h;
+          if (i >= 0 && i < s.in_h) ih[nkh] = i, kh[nkh++] = r;
+        }
+        positions(oh, 0, first);
+        sweep(a, ih, kh, nkh, oh, first, last, lo, hi);
+        positions(oh, last, s.out_w);
+      } else {
+        positions(oh, 0, s.out_w);
       }
       if (e.act == DwActivation::Array) e.array_fn(yrow, yrow, s.out_w * C);
     }
