@@ -63,10 +63,9 @@ inline int64_t row_offset(const BoundMap& m, const std::vector<int64_t>& dims, i
 // the tiles of row r0, when b is read as a plain or transposed matrix and lies in a package's
 // weights (packed_weights.h); nullptr otherwise. The one place that computes the panels' key:
 // the interpreter (mma) and the session's prepacking (prepack_tile_kernel_weights) call it.
-std::shared_ptr<const std::vector<float>> mma_weight_panels(const ops::GemmMicroKernel& uk,
-                                                            const BoundMap& b,
-                                                            const std::vector<int64_t>& dims,
-                                                            int64_t loop_extent, int64_t r0) {
+ops::PackedWeights mma_weight_panels(const ops::GemmMicroKernel& uk, const BoundMap& b,
+                                     const std::vector<int64_t>& dims, int64_t loop_extent,
+                                     int64_t r0) {
   if (dims.empty()) return nullptr;
   const int64_t bcs = b.col_stride();
   const bool b_trans = bcs != 1 && b.loop_stride == 1;
@@ -444,7 +443,7 @@ class KernelRun {
     const int64_t brow = row_offset(b, dims_, t.r0) + t.c0 * bcs;
     // b a weight of the package, read as a plain (or transposed) matrix: its panels are packed
     // once per package and path, and every tile only packs a (runtime/cpu/ops/packed_weights.h).
-    std::shared_ptr<const std::vector<float>> wpanels;
+    ops::PackedWeights wpanels;
     if (t.c0 % NR == 0) wpanels = mma_weight_panels(uk, b, dims_, loop_extent_, t.r0);
     for (int64_t p0 = 0; p0 < t.kc; p0 += kdepth) {
       const int64_t depth = std::min(kdepth, t.kc - p0);
