@@ -4,6 +4,7 @@
 #include <atomic>
 #include <cmath>
 #include <cstring>
+#include <new>
 
 #include "runtime/cpu/ops/gemm_micro.h"
 #include "runtime/cpu/ops/kernel_util.h"
@@ -707,7 +708,7 @@ Status run_tile_kernel(const Program& program, uint32_t kernel_index, ExprEvalua
   return Status::ok();
 }
 
-size_t prepack_tile_kernel_weights(const Program& program, const uint8_t* weights) {
+size_t prepack_tile_kernel_weights(const Program& program, const uint8_t* weights, ThreadPool& pool) {
   const ops::GemmMicroKernel& uk = ops::gemm_micro_kernel();
   ExprEvaluator eval(program);
   eval.cache_constants();
@@ -716,7 +717,14 @@ size_t prepack_tile_kernel_weights(const Program& program, const uint8_t* weight
     bool unbound = false;
     return id != kNone && eval.eval(id, out, &unbound).is_ok() && !unbound;
   };
-  size_t packed = 0;
+  // The operands to pack, found first; then packed by the session's threads, one weight per
+  // chunk (the cache makes a weight two kernels share pack once).
+  struct Operand {
+    BoundMap map;
+    std::vector<int64_t> dims;
+    int64_t loop_extent;
+  };
+  std::vector<Operand> to_pack;
   for (const TileKernel& k : program.kernels) {
     int64_t loop_extent = 0, cols = 0;
     if (k.domain.empty() || !value(k.loop_extent, &loop_extent) || loop_extent <= 0 ||
@@ -757,10 +765,21 @@ size_t prepack_tile_kernel_weights(const Program& program, const uint8_t* weight
       if (bm.offset < 0 || bm.loop_stride < 0 || bm.col_stride() < 0 || !last ||
           *last < 0 || *last >= elems - bm.offset)
         continue;
-      if (mma_weight_panels(uk, bm, dims, loop_extent, 0)) ++packed;
+      to_pack.push_back({std::move(bm), std::move(dims), loop_extent});
     }
   }
-  return packed;
+  std::atomic<size_t> packed{0};
+  pool.parallel_for(static_cast<int64_t>(to_pack.size()), 1, [&](int64_t begin, int64_t end, int) {
+    for (int64_t i = begin; i < end; ++i) {
+      const Operand& o = to_pack[static_cast<size_t>(i)];
+      try {
+        if (mma_weight_panels(uk, o.map, o.dims, o.loop_extent, 0)) ++packed;
+      } catch (const std::bad_alloc&) {
+        // No exception may leave a pool thread: this operand then packs on first use instead.
+      }
+    }
+  });
+  return packed.load();
 }
 
 }  // namespace cuvil::rt
