@@ -8,7 +8,8 @@
 // function of the tile shape and cache sizes, so the AVX2 and portable paths exercise the code
 // the AVX-512 path runs. Products of at most kGemvMaxRows rows take a GEMV that streams b once,
 // split over N. A b operand that is a weight of a loaded package is packed once per package and
-// kernel path (packed_weights.h), anything else once per call. Threads split (row block,
+// kernel path (packed_weights.h), anything else once per call; the block loop prefetches the
+// panel it reads next (a large weight's panels come from DRAM). Threads split (row block,
 // column chunk) tasks; every output element's reduction order is fixed by the depth blocking
 // alone, so 1 and N threads agree bitwise.
 #include <unistd.h>
