@@ -34,20 +34,28 @@ struct Size {
 
 enum class Variant { kMatMul, kGemm, kLayer };  // kLayer: MatMul + bias Add + Relu
 
-std::string gemm_model(const Size& s, Variant variant) {
-  const bool gemm = variant == Variant::kGemm;
-  onnx::ModelProto m;
+// The graph of a new opset-13 model named `name`.
+onnx::GraphProto* new_graph(onnx::ModelProto& m, const char* name) {
   m.set_ir_version(8);
   m.add_opset_import()->set_version(13);
   onnx::GraphProto* g = m.mutable_graph();
-  g->set_name("mm");
-  auto io = [&](onnx::ValueInfoProto* v, const char* name, int64_t d0, int64_t d1) {
-    v->set_name(name);
-    auto* t = v->mutable_type()->mutable_tensor_type();
-    t->set_elem_type(onnx::TensorProto::FLOAT);
-    t->mutable_shape()->add_dim()->set_dim_value(d0);
-    t->mutable_shape()->add_dim()->set_dim_value(d1);
-  };
+  g->set_name(name);
+  return g;
+}
+
+// A float32 [d0, d1] graph input or output.
+void io(onnx::ValueInfoProto* v, const char* name, int64_t d0, int64_t d1) {
+  v->set_name(name);
+  auto* t = v->mutable_type()->mutable_tensor_type();
+  t->set_elem_type(onnx::TensorProto::FLOAT);
+  t->mutable_shape()->add_dim()->set_dim_value(d0);
+  t->mutable_shape()->add_dim()->set_dim_value(d1);
+}
+
+std::string gemm_model(const Size& s, Variant variant) {
+  const bool gemm = variant == Variant::kGemm;
+  onnx::ModelProto m;
+  onnx::GraphProto* g = new_graph(m, "mm");
   io(g->add_input(), "a", s.m, s.k);
   if (gemm) io(g->add_input(), "b", s.n, s.k);  // transB
   else io(g->add_input(), "b", s.k, s.n);
@@ -95,19 +103,9 @@ std::string gemm_model(const Size& s, Variant variant) {
 // largest products.
 std::string prefill_model(int64_t rows, int layers) {
   onnx::ModelProto m;
-  m.set_ir_version(8);
-  m.add_opset_import()->set_version(13);
-  onnx::GraphProto* g = m.mutable_graph();
-  g->set_name("mlp");
-  auto io = [&](onnx::ValueInfoProto* v, const char* name) {
-    v->set_name(name);
-    auto* t = v->mutable_type()->mutable_tensor_type();
-    t->set_elem_type(onnx::TensorProto::FLOAT);
-    t->mutable_shape()->add_dim()->set_dim_value(rows);
-    t->mutable_shape()->add_dim()->set_dim_value(768);
-  };
-  io(g->add_input(), "x");
-  io(g->add_output(), "y");
+  onnx::GraphProto* g = new_graph(m, "mlp");
+  io(g->add_input(), "x", rows, 768);
+  io(g->add_output(), "y", rows, 768);
   std::mt19937 rng(3);
   std::uniform_real_distribution<float> dist(-0.05f, 0.05f);
   std::string prev = "x";
