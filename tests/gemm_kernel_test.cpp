@@ -402,15 +402,18 @@ TEST(GemmKernel, PanelPrefetchPastTheOperandNeverFaults) {
     float* b = static_cast<float*>(map);  // [kc][nr], ending where the guard page starts
     const std::vector<float> bv = random_floats(static_cast<size_t>(kc * uk.nr), 8);
     std::memcpy(b, bv.data(), bv.size() * sizeof(float));
-    const std::vector<float> a = random_floats(static_cast<size_t>(kc * uk.mr), 9);  // one group
-    std::vector<float> c(static_cast<size_t>(uk.mr * uk.nr), 0.f);
-    rt::ops::gemm_block_f32(uk, uk.mr, kc, uk.nr, 0, 1, a.data(), b, kc * uk.nr, c.data(), uk.nr, true, 0.f);
-    for (int64_t r = 0; r < uk.mr; ++r)
+    // Two row groups: the prefetches are issued only when more than one group reads a panel.
+    const int64_t rows = 2 * uk.mr;
+    const std::vector<float> a = random_floats(static_cast<size_t>(kc * rows), 9);  // [group][kc][mr]
+    std::vector<float> c(static_cast<size_t>(rows * uk.nr), 0.f);
+    rt::ops::gemm_block_f32(uk, rows, kc, uk.nr, 0, 1, a.data(), b, kc * uk.nr, c.data(), uk.nr, true, 0.f);
+    for (int64_t r = 0; r < rows; ++r)
       for (int64_t j = 0; j < uk.nr; ++j) {
         double want = 0, mag = 0;
         for (int64_t q = 0; q < kc; ++q) {
-          want += static_cast<double>(a[q * uk.mr + r]) * bv[q * uk.nr + j];
-          mag += std::fabs(static_cast<double>(a[q * uk.mr + r]) * bv[q * uk.nr + j]);
+          const double x = static_cast<double>(a[(r / uk.mr * kc + q) * uk.mr + r % uk.mr]) * bv[q * uk.nr + j];
+          want += x;
+          mag += std::fabs(x);
         }
         ASSERT_LE(std::fabs(c[r * uk.nr + j] - want), 1e-6 * mag + 1e-6) << r << ", " << j;
       }

@@ -375,13 +375,15 @@ void gemm_block_f32(const GemmMicroKernel& uk, int64_t rows, int64_t kc, int64_t
                     float* c, int64_t ldc, bool first, float beta) {
   const int64_t mr = uk.mr, nr = uk.nr;
   const int64_t groups = (rows + mr - 1) / mr;
-  // The panel read next is fetched into L2 while the row groups run over this one (from L1):
-  // a panel of a large weight comes from DRAM, 4 KiB pages apart from the last, where the
-  // hardware prefetchers lose the stream, and the first row group would wait for every line.
-  // Spread over the groups, a few lines per group. After the last panel, the next depth block
-  // of the first one (what the whole-tensor GEMM and a tile Mma read next). A prefetch is a
-  // hint: it never faults, whatever the address, and changes no result.
-  const int64_t panel_lines = kc * nr * static_cast<int64_t>(sizeof(float)) / 64;
+  // With several row groups, the panel read next is fetched into L2 while the groups run over
+  // this one (from L1): a panel of a large weight comes from DRAM, 4 KiB pages apart from the
+  // last, where the hardware prefetchers lose the stream, and the first row group would wait
+  // for every line. Spread over the groups, a few lines per group. After the last panel, the
+  // next depth block of the first one (what the whole-tensor GEMM and a tile Mma read next).
+  // One group (a decode step's row) reads each panel once, as a plain stream: there the
+  // prefetches only crowd the memory queues, so none. A prefetch is a hint: it never faults,
+  // whatever the address, and changes no result.
+  const int64_t panel_lines = groups > 1 ? kc * nr * static_cast<int64_t>(sizeof(float)) / 64 : 0;
   for (int64_t pj = p0; pj < p1; ++pj) {
     const float* bp = bpack + pj * panel_stride;
     const char* next = reinterpret_cast<const char*>(
