@@ -530,7 +530,7 @@ Status Session::create(std::shared_ptr<const LoadedPackage> package, const Sessi
   s->pool_.set_stop_check(&s->stop_);
   // Every weight panel whose key is known before a run is packed now, once per package (the
   // cache is shared by its sessions), so that the first run of any shape packs none of them.
-  for (const Program& p : s->package_->programs()) prepack_tile_kernel_weights(p, s->package_->weights());
+  for (const Program& p : s->package_->programs()) prepack_tile_kernel_weights(p, s->package_->weights(), s->pool_);
   *out = std::move(s);
   return Status::ok();
 }

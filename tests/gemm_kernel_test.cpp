@@ -3,8 +3,8 @@
 // against a double reference over edge shapes (1, 3, 17, 63, 65, ... rows, columns and depth,
 // the GEMV rows 1-4, depths past the kc block), transposes, alpha and beta; NaN propagation and
 // beta = 0 ignoring c; 1 and N threads bitwise equal; the MatMul, Gemm and FusedMatMul kernels
-// through the heap harness; b packed once per registered weight; the shared blocking rule
-// (suite GemmKernel).
+// through the heap harness; b packed once per registered weight, in huge-page-aligned buffers;
+// the panel prefetch never faulting; the shared blocking rule (suite GemmKernel).
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -13,6 +13,9 @@
 #include <map>
 #include <random>
 #include <tuple>
+
+#include <sys/mman.h>
+#include <unistd.h>
 
 #include "kernel_harness.h"
 #include "runtime/cpu/cpu_features.h"
@@ -349,6 +352,73 @@ TEST(GemmKernel, OperandsPastARegionAreNotCached) {
   EXPECT_EQ(rt::ops::packed_weight_bytes(), before);
   rt::ops::unregister_weight_region(p.b.data());
   expect_matches_reference(p, y);
+}
+
+// Packed panels live in PackedWeightBuffers: one of 2 MiB or more starts on a 2 MiB boundary
+// (so that the huge pages asked for can back it), a zeroed one is all zeros, and a weight's
+// cached panels that large come in such a buffer, equal to the per-call packing.
+TEST(GemmKernel, LargePanelBuffersStartOnHugePageBoundaries) {
+  constexpr size_t kHuge = rt::ops::PackedWeightBuffer::kHugePageBytes;
+  const rt::ops::PackedWeightBuffer large(kHuge / sizeof(float) + 5, /*zeroed=*/true);
+  EXPECT_EQ(reinterpret_cast<uintptr_t>(large.data()) % kHuge, 0u);
+  EXPECT_EQ(large.size(), kHuge / sizeof(float) + 5);
+  size_t nonzero = 0;
+  for (size_t i = 0; i < large.size(); ++i) nonzero += large.data()[i] != 0.f;
+  EXPECT_EQ(nonzero, 0u);
+  const rt::ops::PackedWeightBuffer small(100, /*zeroed=*/false);
+  EXPECT_EQ(reinterpret_cast<uintptr_t>(small.data()) % alignof(std::max_align_t), 0u);
+
+  PathGuard guard;
+  for (CpuPath path : rt::supported_cpu_paths()) {
+    ASSERT_TRUE(rt::set_cpu_path_for_testing(path));
+    SCOPED_TRACE(std::string("path ") + rt::cpu_path_name(path));
+    const Problem p = make_problem(false, false, 8, 1024, 640, 1.f, 0.f, 4100);  // 2.5 MiB of panels
+    const std::vector<float> plain = run_gemm(p, 1);
+    rt::ops::register_weight_region(p.b.data(), p.b.size() * sizeof(float));
+    const rt::ops::GemmMicroKernel& uk = rt::ops::gemm_micro_kernel();
+    const rt::ops::PackedWeights panels = rt::ops::gemm_weight_panels(uk, p.b.data(), false, p.k, p.n, p.n);
+    ASSERT_NE(panels, nullptr);
+    EXPECT_EQ(reinterpret_cast<uintptr_t>(panels->data()) % kHuge, 0u);
+    const std::vector<float> cached = run_gemm(p, 1);
+    EXPECT_EQ(0, std::memcmp(plain.data(), cached.data(), plain.size() * sizeof(float)));
+    rt::ops::unregister_weight_region(p.b.data());
+  }
+}
+
+// gemm_block_f32 prefetches the panel it reads next, and after the last one the next depth
+// block of the first: here that lies past the end of the mapping, on a page that cannot be
+// read. A prefetch never faults; the product is still exact.
+TEST(GemmKernel, PanelPrefetchPastTheOperandNeverFaults) {
+  const long page = sysconf(_SC_PAGESIZE);
+  for (CpuPath path : rt::supported_cpu_paths()) {
+    const rt::ops::GemmMicroKernel& uk = rt::ops::gemm_micro_kernel(path);
+    SCOPED_TRACE(std::string("path ") + rt::cpu_path_name(path));
+    const int64_t kc = page / static_cast<int64_t>(sizeof(float)) / uk.nr;  // one panel fills a page
+    void* map = mmap(nullptr, static_cast<size_t>(2 * page), PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS,
+                     -1, 0);
+    ASSERT_NE(map, MAP_FAILED);
+    char* guard_page = static_cast<char*>(map) + page;
+    ASSERT_EQ(mprotect(guard_page, static_cast<size_t>(page), PROT_NONE), 0);
+    float* b = static_cast<float*>(map);  // [kc][nr], ending where the guard page starts
+    const std::vector<float> bv = random_floats(static_cast<size_t>(kc * uk.nr), 8);
+    std::memcpy(b, bv.data(), bv.size() * sizeof(float));
+    // Two row groups: the prefetches are issued only when more than one group reads a panel.
+    const int64_t rows = 2 * uk.mr;
+    const std::vector<float> a = random_floats(static_cast<size_t>(kc * rows), 9);  // [group][kc][mr]
+    std::vector<float> c(static_cast<size_t>(rows * uk.nr), 0.f);
+    rt::ops::gemm_block_f32(uk, rows, kc, uk.nr, 0, 1, a.data(), b, kc * uk.nr, c.data(), uk.nr, true, 0.f);
+    for (int64_t r = 0; r < rows; ++r)
+      for (int64_t j = 0; j < uk.nr; ++j) {
+        double want = 0, mag = 0;
+        for (int64_t q = 0; q < kc; ++q) {
+          const double x = static_cast<double>(a[(r / uk.mr * kc + q) * uk.mr + r % uk.mr]) * bv[q * uk.nr + j];
+          want += x;
+          mag += std::fabs(x);
+        }
+        ASSERT_LE(std::fabs(c[r * uk.nr + j] - want), 1e-6 * mag + 1e-6) << r << ", " << j;
+      }
+    munmap(map, static_cast<size_t>(2 * page));
+  }
 }
 
 // ---- the micro kernels and the shared blocking ----------------------------------------------

@@ -808,6 +808,7 @@ TEST(CliGenerate, TokensEqualOnnxRuntimesLoop) {
       EXPECT_EQ(r.out.substr(0, r.out.find('\n')), expected);
       EXPECT_NE(r.out.find("\ndecode: 16 tokens, "), std::string::npos) << r.out;
       EXPECT_NE(r.out.find(" tokens/s, first token "), std::string::npos) << r.out;
+      EXPECT_NE(r.out.find("\nprefill again: "), std::string::npos) << r.out;
     }
   }
 }

@@ -4,6 +4,7 @@
 #include <atomic>
 #include <cmath>
 #include <cstring>
+#include <new>
 
 #include "runtime/cpu/ops/gemm_micro.h"
 #include "runtime/cpu/ops/kernel_util.h"
@@ -63,10 +64,9 @@ inline int64_t row_offset(const BoundMap& m, const std::vector<int64_t>& dims, i
 // the tiles of row r0, when b is read as a plain or transposed matrix and lies in a package's
 // weights (packed_weights.h); nullptr otherwise. The one place that computes the panels' key:
 // the interpreter (mma) and the session's prepacking (prepack_tile_kernel_weights) call it.
-std::shared_ptr<const std::vector<float>> mma_weight_panels(const ops::GemmMicroKernel& uk,
-                                                            const BoundMap& b,
-                                                            const std::vector<int64_t>& dims,
-                                                            int64_t loop_extent, int64_t r0) {
+ops::PackedWeights mma_weight_panels(const ops::GemmMicroKernel& uk, const BoundMap& b,
+                                     const std::vector<int64_t>& dims, int64_t loop_extent,
+                                     int64_t r0) {
   if (dims.empty()) return nullptr;
   const int64_t bcs = b.col_stride();
   const bool b_trans = bcs != 1 && b.loop_stride == 1;
@@ -444,7 +444,7 @@ class KernelRun {
     const int64_t brow = row_offset(b, dims_, t.r0) + t.c0 * bcs;
     // b a weight of the package, read as a plain (or transposed) matrix: its panels are packed
     // once per package and path, and every tile only packs a (runtime/cpu/ops/packed_weights.h).
-    std::shared_ptr<const std::vector<float>> wpanels;
+    ops::PackedWeights wpanels;
     if (t.c0 % NR == 0) wpanels = mma_weight_panels(uk, b, dims_, loop_extent_, t.r0);
     for (int64_t p0 = 0; p0 < t.kc; p0 += kdepth) {
       const int64_t depth = std::min(kdepth, t.kc - p0);
@@ -708,7 +708,7 @@ Status run_tile_kernel(const Program& program, uint32_t kernel_index, ExprEvalua
   return Status::ok();
 }
 
-size_t prepack_tile_kernel_weights(const Program& program, const uint8_t* weights) {
+size_t prepack_tile_kernel_weights(const Program& program, const uint8_t* weights, ThreadPool& pool) {
   const ops::GemmMicroKernel& uk = ops::gemm_micro_kernel();
   ExprEvaluator eval(program);
   eval.cache_constants();
@@ -717,7 +717,14 @@ size_t prepack_tile_kernel_weights(const Program& program, const uint8_t* weight
     bool unbound = false;
     return id != kNone && eval.eval(id, out, &unbound).is_ok() && !unbound;
   };
-  size_t packed = 0;
+  // The operands to pack, found first; then packed by the session's threads, one weight per
+  // chunk (the cache makes a weight two kernels share pack once).
+  struct Operand {
+    BoundMap map;
+    std::vector<int64_t> dims;
+    int64_t loop_extent;
+  };
+  std::vector<Operand> to_pack;
   for (const TileKernel& k : program.kernels) {
     int64_t loop_extent = 0, cols = 0;
     if (k.domain.empty() || !value(k.loop_extent, &loop_extent) || loop_extent <= 0 ||
@@ -758,10 +765,21 @@ size_t prepack_tile_kernel_weights(const Program& program, const uint8_t* weight
       if (bm.offset < 0 || bm.loop_stride < 0 || bm.col_stride() < 0 || !last ||
           *last < 0 || *last >= elems - bm.offset)
         continue;
-      if (mma_weight_panels(uk, bm, dims, loop_extent, 0)) ++packed;
+      to_pack.push_back({std::move(bm), std::move(dims), loop_extent});
     }
   }
-  return packed;
+  std::atomic<size_t> packed{0};
+  pool.parallel_for(static_cast<int64_t>(to_pack.size()), 1, [&](int64_t begin, int64_t end, int) {
+    for (int64_t i = begin; i < end; ++i) {
+      const Operand& o = to_pack[static_cast<size_t>(i)];
+      try {
+        if (mma_weight_panels(uk, o.map, o.dims, o.loop_extent, 0)) ++packed;
+      } catch (const std::bad_alloc&) {
+        // No exception may leave a pool thread: this operand then packs on first use instead.
+      }
+    }
+  });
+  return packed.load();
 }
 
 }  // namespace cuvil::rt

@@ -35,7 +35,8 @@ Status run_tile_kernel(const Program& program, uint32_t kernel_index, ExprEvalua
 // Packs, into the package's weight panel cache (runtime/cpu/ops/packed_weights.h), the panels
 // of every Mma b operand in `program`'s tile kernels that is a float32 weight read with a key
 // known before any run (constant depth, columns and strides); `weights` is the package's
-// weights section. The rest pack on first use. Returns how many operands have cached panels.
-size_t prepack_tile_kernel_weights(const Program& program, const uint8_t* weights);
+// weights section. The rest pack on first use. The packing is shared by `pool`'s threads.
+// Returns how many operands have cached panels.
+size_t prepack_tile_kernel_weights(const Program& program, const uint8_t* weights, ThreadPool& pool);
 
 }  // namespace cuvil::rt

@@ -87,7 +87,7 @@ void conv_igemm_float(OpContext& ctx, const DwShape& s, const float* x, const fl
   const size_t pack_bytes = static_cast<size_t>(panels * panel_stride) * sizeof(float);
   WeightPackArgs pack{w, s.m, s.c, taps, nr};
   // A weight of a loaded package is packed once and shared; anything else per call.
-  std::shared_ptr<const std::vector<float>> cached =
+  PackedWeights cached =
       packed_weight_form(w, static_cast<size_t>(s.m * depth) * sizeof(float), kIgemmWeightForm, false, depth, s.m,
                          nr, pack_bytes, pack_igemm_weights, &pack);
   std::vector<float> local;

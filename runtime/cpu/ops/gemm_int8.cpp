@@ -461,7 +461,7 @@ void gemm_int8(OpContext* ctx, const Int8GemmArgs& g, CpuPath path) {
   // b packed: once per registered weight, else per call.
   PackBArgs pa{&g, nr, k4, panels};
   const size_t packed_bytes = static_cast<size_t>(panels * nr * (k4 * 4 + 4));
-  std::shared_ptr<const std::vector<float>> cached;
+  PackedWeights cached;
   if (g.k > 0) {
     const int64_t rows = g.trans_b ? g.n : g.k, cols = g.trans_b ? g.k : g.n;
     // A segmented B reads b_segment_valid * a_segments bytes per column (k counts the padding)

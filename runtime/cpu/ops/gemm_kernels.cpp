@@ -8,7 +8,8 @@
 // function of the tile shape and cache sizes, so the AVX2 and portable paths exercise the code
 // the AVX-512 path runs. Products of at most kGemvMaxRows rows take a GEMV that streams b once,
 // split over N. A b operand that is a weight of a loaded package is packed once per package and
-// kernel path (packed_weights.h), anything else once per call. Threads split (row block,
+// kernel path (packed_weights.h), anything else once per call; the block loop prefetches the
+// panel it reads next (a large weight's panels come from DRAM). Threads split (row block,
 // column chunk) tasks; every output element's reduction order is fixed by the depth blocking
 // alone, so 1 and N threads agree bitwise.
 #include <unistd.h>
@@ -373,11 +374,25 @@ void gemm_block_f32(const GemmMicroKernel& uk, int64_t rows, int64_t kc, int64_t
                     int64_t p1, const float* apack, const float* bpack, int64_t panel_stride,
                     float* c, int64_t ldc, bool first, float beta) {
   const int64_t mr = uk.mr, nr = uk.nr;
+  const int64_t groups = (rows + mr - 1) / mr;
+  // With several row groups, the panel read next is fetched into L2 while the groups run over
+  // this one (from L1): a panel of a large weight comes from DRAM, 4 KiB pages apart from the
+  // last, where the hardware prefetchers lose the stream, and the first row group would wait
+  // for every line. Spread over the groups, a few lines per group. After the last panel, the
+  // next depth block of the first one (what the whole-tensor GEMM and a tile Mma read next).
+  // One group (a decode step's row) reads each panel once, as a plain stream: there the
+  // prefetches only crowd the memory queues, so none. A prefetch is a hint: it never faults,
+  // whatever the address, and changes no result.
+  const int64_t panel_lines = groups > 1 ? kc * nr * static_cast<int64_t>(sizeof(float)) / 64 : 0;
   for (int64_t pj = p0; pj < p1; ++pj) {
     const float* bp = bpack + pj * panel_stride;
+    const char* next = reinterpret_cast<const char*>(
+        pj + 1 < p1 ? bp + panel_stride : bpack + p0 * panel_stride + kc * nr);
     const int64_t j0 = pj * nr;
     const int64_t cols = std::min<int64_t>(nr, n - j0);
-    for (int64_t g = 0; g * mr < rows; ++g) {
+    for (int64_t g = 0; g < groups; ++g) {
+      for (int64_t l = panel_lines * g / groups; l < panel_lines * (g + 1) / groups; ++l)
+        __builtin_prefetch(next + l * 64, 0, 2);
       const int64_t rg = std::min<int64_t>(mr, rows - g * mr);
       // A short last group (or a one-row product) runs only its rows, with the same result.
       if (rg < mr && rg <= kGemmRowsTiles && uk.rows_tile[rg - 1])
@@ -444,9 +459,8 @@ void pack_a_block(bool trans_a, const float* a, int64_t lda, float alpha, int64_
 
 }  // namespace
 
-std::shared_ptr<const std::vector<float>> gemm_weight_panels(const GemmMicroKernel& uk,
-                                                             const float* b, bool trans_b,
-                                                             int64_t k, int64_t n, int64_t ldb) {
+PackedWeights gemm_weight_panels(const GemmMicroKernel& uk, const float* b, bool trans_b,
+                                 int64_t k, int64_t n, int64_t ldb) {
   const PackedPanelsKey key{b, trans_b, k, n, ldb, uk.nr};
   return packed_weight_panels(
       key,
@@ -470,7 +484,7 @@ void gemm_packed(OpContext* ctx, bool trans_a, bool trans_b, int64_t m, int64_t 
   const int threads = ctx ? ctx->threads() : 1;
   // A weight of a loaded package is packed once, on first use, and shared (packed_weights.h);
   // anything else is packed per call.
-  const std::shared_ptr<const std::vector<float>> cached =
+  const PackedWeights cached =
       gemm_weight_panels(uk, b, trans_b, k, n, ldb);
   // The pack buffers are not value-initialised: the packing writes every element, zero padding
   // included, and a memset of them would cost as much as the packing.

@@ -14,9 +14,9 @@
 
 #include <cstdint>
 #include <memory>
-#include <vector>
 
 #include "runtime/cpu/cpu_features.h"
+#include "runtime/cpu/ops/packed_weights.h"
 
 namespace cuvil::rt::ops {
 
@@ -72,9 +72,8 @@ void gemm_block_f32(const GemmMicroKernel& uk, int64_t rows, int64_t kc, int64_t
 // the whole depth, so any depth block starts k0 * nr floats in) when b is a weight of a loaded
 // package (packed_weights.h): packed on first use, shared by every later call, whole-tensor
 // or tile Mma. nullptr when b is not a registered weight (or the cache is full).
-std::shared_ptr<const std::vector<float>> gemm_weight_panels(const GemmMicroKernel& uk,
-                                                             const float* b, bool trans_b,
-                                                             int64_t k, int64_t n, int64_t ldb);
+PackedWeights gemm_weight_panels(const GemmMicroKernel& uk, const float* b, bool trans_b,
+                                 int64_t k, int64_t n, int64_t ldb);
 
 // Rows of a product that take the GEMV path (each weight streamed once, split over N).
 constexpr int64_t kGemvMaxRows = 4;

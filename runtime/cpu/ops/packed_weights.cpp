@@ -3,10 +3,18 @@
 // outside the table lock, so a long pack never blocks lookups of other weights.
 #include "runtime/cpu/ops/packed_weights.h"
 
+#include <algorithm>
 #include <atomic>
+#include <cstdlib>
+#include <cstring>
 #include <map>
 #include <mutex>
+#include <new>
 #include <tuple>
+
+#if defined(__linux__)
+#include <sys/mman.h>
+#endif
 
 namespace cuvil::rt::ops {
 namespace {
@@ -14,7 +22,7 @@ namespace {
 struct Entry {
   size_t bytes = 0;  // reserved against the cap when the entry was made
   std::once_flag once;
-  std::shared_ptr<std::vector<float>> panels;
+  std::shared_ptr<PackedWeightBuffer> panels;
 };
 
 using EntryKey = std::tuple<const float*, bool, int64_t, int64_t, int64_t, int64_t>;
@@ -43,6 +51,23 @@ size_t span_bytes(const PackedPanelsKey& key) {
 }
 
 }  // namespace
+
+PackedWeightBuffer::PackedWeightBuffer(size_t floats, bool zeroed) : floats_(floats) {
+  const size_t bytes = std::max<size_t>(floats, 1) * sizeof(float);
+  const size_t align = bytes >= kHugePageBytes ? kHugePageBytes : alignof(std::max_align_t);
+  void* p = nullptr;
+  if (posix_memalign(&p, align, bytes) != 0) throw std::bad_alloc();  // as allocating a vector does
+  data_ = static_cast<float*>(p);
+#if defined(__linux__) && defined(MADV_HUGEPAGE)
+  // Before the first touch, so that the faults take huge pages; a refusal only costs speed.
+  // Whole huge pages only: the tail stays on small pages, so no buffer holds more than its
+  // bytes plus a small page.
+  if (align == kHugePageBytes) madvise(data_, bytes / kHugePageBytes * kHugePageBytes, MADV_HUGEPAGE);
+#endif
+  if (zeroed) std::memset(data_, 0, bytes);
+}
+
+PackedWeightBuffer::~PackedWeightBuffer() { std::free(data_); }
 
 void register_weight_region(const void* data, size_t size) {
   if (!data || size == 0) return;
@@ -89,8 +114,7 @@ std::shared_ptr<Entry> find_entry(const uint8_t* begin, size_t span, const Entry
 
 }  // namespace
 
-std::shared_ptr<const std::vector<float>> packed_weight_panels(const PackedPanelsKey& key,
-                                                               PackPanelsFn pack, void* arg) {
+PackedWeights packed_weight_panels(const PackedPanelsKey& key, PackPanelsFn pack, void* arg) {
   if (key.k <= 0 || key.n <= 0 || key.nr <= 0) return nullptr;
   const size_t need = static_cast<size_t>((key.n + key.nr - 1) / key.nr * key.nr * key.k) * sizeof(float);
   std::shared_ptr<Entry> entry =
@@ -98,17 +122,16 @@ std::shared_ptr<const std::vector<float>> packed_weight_panels(const PackedPanel
                  EntryKey{key.b, key.trans_b, key.k, key.n, key.ldb, key.nr}, need);
   if (!entry) return nullptr;
   std::call_once(entry->once, [&] {
-    auto panels = std::make_shared<std::vector<float>>(need / sizeof(float));
+    auto panels = std::make_shared<PackedWeightBuffer>(need / sizeof(float), /*zeroed=*/false);
     pack(key, panels->data(), arg);
     entry->panels = std::move(panels);
   });
   return entry->panels;
 }
 
-std::shared_ptr<const std::vector<float>> packed_weight_form(const void* data, size_t span_bytes,
-                                                             int64_t form, bool trans, int64_t k,
-                                                             int64_t n, int64_t ldb, size_t bytes,
-                                                             PackBytesFn pack, void* arg) {
+PackedWeights packed_weight_form(const void* data, size_t span_bytes, int64_t form, bool trans,
+                                 int64_t k, int64_t n, int64_t ldb, size_t bytes, PackBytesFn pack,
+                                 void* arg) {
   if (form <= 0 || k <= 0 || n <= 0 || bytes == 0) return nullptr;
   const size_t floats = (bytes + sizeof(float) - 1) / sizeof(float);
   // A negative nr keeps these keys apart from the float panels' (whose nr is positive).
@@ -118,7 +141,7 @@ std::shared_ptr<const std::vector<float>> packed_weight_form(const void* data, s
                  floats * sizeof(float));
   if (!entry) return nullptr;
   std::call_once(entry->once, [&] {
-    auto buf = std::make_shared<std::vector<float>>(floats);
+    auto buf = std::make_shared<PackedWeightBuffer>(floats, /*zeroed=*/true);
     pack(buf->data(), arg);
     entry->panels = std::move(buf);
   });
