@@ -224,6 +224,14 @@ void infer_fused_conv(InferContext& ctx) {
 
 void infer_conv_integer(InferContext& ctx) { infer_conv_common(ctx, 0, 1, DType::Int32); }
 
+// DeformConv (19): Conv's attributes and output shape (no auto_pad); offset (input 2) and mask
+// (input 4) carry the output's spatial dims, which the kernel checks.
+void infer_deform_conv(InferContext& ctx) {
+  if (ctx.node().attr("auto_pad")) ctx.fail("attribute 'auto_pad' is not a DeformConv attribute");
+  infer_conv_common(ctx, 0, 1, ctx.required_input(0).dtype);
+  ctx.required_input(2);
+}
+
 void infer_qlinear_conv(InferContext& ctx) {
   // x, x_scale, x_zero_point, w, w_scale, w_zero_point, y_scale, y_zero_point, B
   infer_conv_common(ctx, 0, 3, ctx.required_input(7).dtype);
