@@ -12,7 +12,8 @@
 #   serving           scripts/test_serving.sh: the cuvil wheel with Ray Serve   15 min
 #                     and PyTriton (pinned, from PyPI) in two venvs; the 8-client
 #                     deployment tests, which fail (not skip) without an engine
-#   sanitizer build   the same tree with ASan + UBSan (cold: about 20 min idle)  40 min
+#   sanitizer build   the same tree with ASan + UBSan (cold: 20-36 min idle;   50 min
+#                     a few minutes with ccache warm)
 #   sanitizer         bad-input, runtime, config, pass and fuzz-replay suites   15 min
 #                     under AddressSanitizer + UndefinedBehaviorSanitizer
 #   fuzz smoke        every libFuzzer target for 30 s (scripts/fuzz.sh)        20 min
@@ -67,7 +68,7 @@ if [ "$serving" -eq 1 ]; then
 fi
 
 if [ "$sanitizers" -eq 1 ]; then
-  stage "sanitizer build" 2400 bash "$here/scripts/setup.sh" --build-dir "$here/build-asan" --sanitize address
+  stage "sanitizer build" 3000 bash "$here/scripts/setup.sh" --build-dir "$here/build-asan" --sanitize address
   # Bad-input tests (ONNX files incl. the cuvilc CLI cases, malformed control flow and the
   # resource caps (BadInputControlFlow, BadInputResourceLimits), packages, run-time inputs, .npy
   # files, kernel inputs, the attention, convolution and transpose kernels, --freeze and If
