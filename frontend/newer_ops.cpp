@@ -251,6 +251,21 @@ bool rotary_embedding(const onnx::NodeProto& n, Emitter& e, const TypeLookup& ty
   return true;
 }
 
+// ConstantOfShape(shape): a tensor of `shape` (a 1-D int64 value) filled with `v`, of ONNX
+// type `elem` (INT64, or FLOAT for anything a CastLike then converts).
+std::string constant_of_shape(Emitter& e, const std::string& shape, int elem, int64_t v) {
+  const std::string out = e.value("filled");
+  onnx::NodeProto& c = e.node("ConstantOfShape", {shape}, {out});
+  onnx::AttributeProto* a = c.add_attribute();
+  a->set_name("value");
+  a->set_type(onnx::AttributeProto::TENSOR);
+  a->mutable_t()->set_data_type(elem);
+  a->mutable_t()->add_dims(1);
+  if (elem == onnx::TensorProto::INT64) a->mutable_t()->add_int64_data(v);
+  else a->mutable_t()->add_float_data(static_cast<float>(v));
+  return out;
+}
+
 // TensorScatter(past_cache, update, write_indices?) (24): update's entries s along `axis` go to
 // past_cache's entries write_indices[b] + s (mod the axis length when mode is "circular"), b
 // the index along axis 0. As ScatterElements with those indices, made for every element of
@@ -266,30 +281,12 @@ bool tensor_scatter(const onnx::NodeProto& n, Emitter& e, const TypeLookup&, std
   const int64_t axis = attr_int(n, "axis", -2);
   const std::string past = input(n, 0), update = input(n, 1), writes = input(n, 2);
   const std::string shape = e.op("Shape", {update});
-  const std::string one = e.value("one");
-  {
-    onnx::NodeProto& c = e.node("ConstantOfShape", {shape}, {one});
-    onnx::AttributeProto* a = c.add_attribute();
-    a->set_name("value");
-    a->set_type(onnx::AttributeProto::TENSOR);
-    a->mutable_t()->set_data_type(onnx::TensorProto::INT64);
-    a->mutable_t()->add_dims(1);
-    a->mutable_t()->add_int64_data(1);
-  }
+  const std::string one = constant_of_shape(e, shape, onnx::TensorProto::INT64, 1);
   std::string index = e.value("seq");
   Emitter::set_int(e.node("CumSum", {one, e.scalar(axis)}, {index}), "exclusive", 1);
   if (!writes.empty()) {
     const std::string rest = e.op("Sub", {e.op("Shape", {shape}), e.ints({1})});  // [rank - 1]
-    const std::string ones = e.value("ones");
-    {
-      onnx::NodeProto& c = e.node("ConstantOfShape", {rest}, {ones});
-      onnx::AttributeProto* a = c.add_attribute();
-      a->set_name("value");
-      a->set_type(onnx::AttributeProto::TENSOR);
-      a->mutable_t()->set_data_type(onnx::TensorProto::INT64);
-      a->mutable_t()->add_dims(1);
-      a->mutable_t()->add_int64_data(1);
-    }
+    const std::string ones = constant_of_shape(e, rest, onnx::TensorProto::INT64, 1);
     const std::string target = e.value("target");
     Emitter::set_int(e.node("Concat", {e.ints({-1}), ones}, {target}), "axis", 0);
     index = e.op("Add", {e.op("Reshape", {writes, target}), index});
@@ -521,20 +518,6 @@ bool lp_normalization(const onnx::NodeProto& n, Emitter& e, const TypeLookup&, s
   return true;
 }
 
-// A ConstantOfShape of zeros of ONNX type `elem` (the shape a 1-D int64 value).
-std::string zeros_of_shape(Emitter& e, const std::string& shape, int elem) {
-  const std::string out = e.value("zeros");
-  onnx::NodeProto& c = e.node("ConstantOfShape", {shape}, {out});
-  onnx::AttributeProto* a = c.add_attribute();
-  a->set_name("value");
-  a->set_type(onnx::AttributeProto::TENSOR);
-  a->mutable_t()->set_data_type(elem);
-  a->mutable_t()->add_dims(1);
-  if (elem == onnx::TensorProto::INT64) a->mutable_t()->add_int64_data(0);
-  else a->mutable_t()->add_float_data(0.f);
-  return out;
-}
-
 // CausalConvWithState(input [B, C, L], weight [C, 1, k], bias? [C], past_state? [B, C, k-1])
 // (27) -> (output [B, C, L], present_state [B, C, k-1]): padded = Concat(past_state or zeros,
 // input) along the length; output = the depthwise Conv of padded (group C, no padding) plus
@@ -566,7 +549,7 @@ bool causal_conv_with_state(const onnx::NodeProto& n, Emitter& e, const TypeLook
     const std::string bc = e.op("Slice", {e.op("Shape", {x}), e.ints({0}), e.ints({2})});
     const std::string shape = e.value("pad_shape");
     Emitter::set_int(e.node("Concat", {bc, km1}, {shape}), "axis", 0);
-    state = e.op("CastLike", {zeros_of_shape(e, shape, onnx::TensorProto::FLOAT), x});
+    state = e.op("CastLike", {constant_of_shape(e, shape, onnx::TensorProto::FLOAT, 0), x});
   }
   const std::string padded = e.value("padded");
   Emitter::set_int(e.node("Concat", {state, x}, {padded}), "axis", 2);
@@ -632,7 +615,7 @@ bool affine_grid(const onnx::NodeProto& n, Emitter& e, const TypeLookup& types, 
   // (x, y[, z], 1): the innermost axis first.
   std::vector<std::string> parts;
   for (int64_t t = k - 1; t >= 0; --t) parts.push_back(e.op("Unsqueeze", {coords[static_cast<size_t>(t)], e.ints({-1})}));
-  parts.push_back(e.op("Unsqueeze", {e.op("Add", {e.op("Mul", {coords[0], e.float_scalar(0.f)}), one_f}), e.ints({-1})}));
+  parts.push_back(e.op("Unsqueeze", {constant_of_shape(e, spatial, onnx::TensorProto::FLOAT, 1), e.ints({-1})}));
   const std::string homo = e.value("homo");
   Emitter::set_int(e.node("Concat", parts, {homo}), "axis", -1);
   std::string points = e.value("points");  // [k + 1, P]
