@@ -69,6 +69,28 @@ def bind(triton: Triton, package: str, name: str, instances: int = 1, threads: i
     return model
 
 
+def start(config: TritonConfig, package: str, name: str, attempts: int = 3, **bind_args) -> Triton:
+    """Starts a Triton server with `package` bound as model `name` (bind's other arguments in
+    `bind_args`) and returns it, serving. PyTriton 0.7 has a start-up race with several
+    instances: instance 1.. connects to instance 0's handshake socket as soon as the socket's
+    file exists, which is before instance 0 listens on it, and the model then fails to load
+    with ConnectionRefusedError. That failure, and only that one, is retried on a fresh server
+    (the same config) up to `attempts` times; every other failure is raised at once."""
+    for attempt in range(1, attempts + 1):
+        triton = Triton(config=config)
+        try:
+            bind(triton, package, name, **bind_args)
+            triton.run()
+            return triton
+        except Exception as exc:
+            triton.stop()
+            if "handshake" not in str(exc) or attempt == attempts:
+                raise
+            print(f"pytriton_serve: model {name!r} failed to load in PyTriton's instance handshake race "
+                  f"(attempt {attempt} of {attempts}); starting Triton again", flush=True)
+    raise AssertionError("unreachable")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("package")
@@ -87,12 +109,12 @@ def main() -> None:
     name = args.name or os.path.splitext(os.path.basename(args.package))[0].replace("-", "_")
     config = TritonConfig(http_address="127.0.0.1", http_port=args.http_port, grpc_address="127.0.0.1",
                           grpc_port=args.grpc_port, metrics_port=args.metrics_port)
-    with Triton(config=config) as triton:
-        bind(triton, args.package, name, args.instances, args.threads, args.max_batch, args.queue_delay_us,
-             not args.no_batching, args.runner)
-        print(f"cuvil on Triton: http://127.0.0.1:{args.http_port}/v2/models/{name}/infer "
-              f"(metrics: http://127.0.0.1:{args.metrics_port}/metrics)", flush=True)
-        triton.serve()
+    triton = start(config, args.package, name, instances=args.instances, threads=args.threads,
+                   max_batch=args.max_batch, queue_delay_us=args.queue_delay_us, batching=not args.no_batching,
+                   runner=args.runner)
+    print(f"cuvil on Triton: http://127.0.0.1:{args.http_port}/v2/models/{name}/infer "
+          f"(metrics: http://127.0.0.1:{args.metrics_port}/metrics)", flush=True)
+    triton.serve()  # until SIGINT or the server dies; it stops the server
 
 
 if __name__ == "__main__":

@@ -190,7 +190,7 @@ def test_ray_serve_answers_concurrent_clients(ray_server):
 @pytest.fixture(scope="module")
 def triton_server(tmp_path_factory):
     import_engine("pytriton")
-    from pytriton.triton import Triton, TritonConfig
+    from pytriton.triton import TritonConfig
 
     sys.path.insert(0, os.path.join(SOURCE_DIR, "serving"))
     import pytriton_serve
@@ -200,9 +200,7 @@ def triton_server(tmp_path_factory):
     http, grpc, metrics = free_port(), free_port(), free_port()
     config = TritonConfig(http_address="127.0.0.1", http_port=http, grpc_address="127.0.0.1", grpc_port=grpc,
                           metrics_port=metrics)
-    triton = Triton(config=config)
-    pytriton_serve.bind(triton, package, "digits", instances=2, max_batch=64, queue_delay_us=10000)
-    triton.run()
+    triton = pytriton_serve.start(config, package, "digits", instances=2, max_batch=64, queue_delay_us=10000)
     yield f"http://127.0.0.1:{http}", f"http://127.0.0.1:{metrics}", package
     triton.stop()
 
