@@ -3,101 +3,14 @@
 // by the wheel's node cases (ConformanceWheel) and by tests/frontend_newer_ops_test.cpp.
 #include "frontend/newer_ops.h"
 
+#include "frontend/emitter.h"
+
 #include <cmath>
 #include <cstdint>
 #include <limits>
 
 namespace cuvil::frontend {
 namespace {
-
-const onnx::AttributeProto* find_attr(const onnx::NodeProto& n, const char* name) {
-  for (const auto& a : n.attribute())
-    if (a.name() == name) return &a;
-  return nullptr;
-}
-int64_t attr_int(const onnx::NodeProto& n, const char* name, int64_t def) {
-  const auto* a = find_attr(n, name);
-  return a ? a->i() : def;
-}
-float attr_float(const onnx::NodeProto& n, const char* name, float def) {
-  const auto* a = find_attr(n, name);
-  return a ? a->f() : def;
-}
-std::string input(const onnx::NodeProto& n, int i) { return i < n.input_size() ? n.input(i) : ""; }
-
-// Appends nodes named and valued under one prefix.
-class Emitter {
- public:
-  Emitter(const std::string& prefix, int64_t opset, std::vector<onnx::NodeProto>* out)
-      : opset(opset), prefix_(prefix), out_(out) {}
-  const int64_t opset;  // of the default-domain nodes made
-
-  onnx::NodeProto& node(const char* op, std::vector<std::string> ins, std::vector<std::string> outs,
-                        const char* domain = "") {
-    onnx::NodeProto& p = out_->emplace_back();
-    p.set_op_type(op);
-    p.set_domain(domain);
-    p.set_name(prefix_ + op + "_" + std::to_string(out_->size()));
-    for (auto& i : ins) p.add_input(i);
-    for (auto& o : outs) p.add_output(o);
-    return p;
-  }
-  // A fresh value name.
-  std::string value(const std::string& what) { return prefix_ + what + "_" + std::to_string(count_++); }
-  // One node making `op(ins...)`, returning its output's name.
-  std::string op(const char* op, std::vector<std::string> ins, const char* domain = "") {
-    std::string out = value(op);
-    node(op, std::move(ins), {out}, domain);
-    return out;
-  }
-  std::string ints(const std::vector<int64_t>& v) { return constant(v, true); }
-  std::string scalar(int64_t v) { return constant({v}, false); }
-  std::string constant(const std::vector<int64_t>& v, bool vector) {
-    std::string out = value("const");
-    onnx::NodeProto& n = node("Constant", {}, {out});
-    onnx::AttributeProto* a = n.add_attribute();
-    a->set_name("value");
-    a->set_type(onnx::AttributeProto::TENSOR);
-    onnx::TensorProto* t = a->mutable_t();
-    t->set_data_type(onnx::TensorProto::INT64);
-    if (vector) t->add_dims(static_cast<int64_t>(v.size()));
-    for (int64_t x : v) t->add_int64_data(x);
-    return out;
-  }
-  // A float32 scalar constant.
-  std::string float_scalar(float v) {
-    std::string out = value("constf");
-    onnx::NodeProto& n = node("Constant", {}, {out});
-    onnx::AttributeProto* a = n.add_attribute();
-    a->set_name("value_float");
-    a->set_type(onnx::AttributeProto::FLOAT);
-    a->set_f(v);
-    return out;
-  }
-  static void set_ints(onnx::NodeProto& n, const char* name, const std::vector<int64_t>& v) {
-    onnx::AttributeProto* a = n.add_attribute();
-    a->set_name(name);
-    a->set_type(onnx::AttributeProto::INTS);
-    for (int64_t x : v) a->add_ints(x);
-  }
-  static void set_int(onnx::NodeProto& n, const char* name, int64_t v) {
-    onnx::AttributeProto* a = n.add_attribute();
-    a->set_name(name);
-    a->set_type(onnx::AttributeProto::INT);
-    a->set_i(v);
-  }
-  static void set_float(onnx::NodeProto& n, const char* name, float v) {
-    onnx::AttributeProto* a = n.add_attribute();
-    a->set_name(name);
-    a->set_type(onnx::AttributeProto::FLOAT);
-    a->set_f(v);
-  }
-
- private:
-  std::string prefix_;
-  std::vector<onnx::NodeProto>* out_;
-  int count_ = 0;
-};
 
 // The fused kernels are float32 ones (runtime/cpu/ops/fused_pointwise.cpp): a declared other
 // type takes the plain form.

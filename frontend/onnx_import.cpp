@@ -18,6 +18,7 @@
 #include <queue>
 #include <set>
 
+#include "frontend/ml_ops.h"
 #include "frontend/newer_ops.h"
 #include "frontend/tensor_proto.h"
 #include "support/checked.h"
@@ -202,6 +203,25 @@ class Importer {
     return {};
   }
 
+  // The default-domain opset of the nodes an expansion makes when the model imports none (a
+  // model of ai.onnx.ml ops only).
+  static constexpr int64_t kExpansionDefaultOpset = 13;
+
+  // Appends the nodes an import-time expansion made (newer_ops.h, ml_ops.h), under the node's
+  // opsets plus "cuvil" (and the default domain where the model imports none).
+  void add_expansion(std::vector<onnx::NodeProto>& made, const OpsetMap* opsets, const std::string& call_site,
+                     const std::string& op_type, std::vector<PendingNode>& out) {
+    auto [it, fresh] = expansion_opsets_.try_emplace(opsets, *opsets);
+    if (fresh) {
+      it->second["cuvil"] = 1;
+      it->second.try_emplace("", kExpansionDefaultOpset);
+    }
+    inlined_nodes_ += static_cast<int64_t>(made.size());
+    if (inlined_nodes_ > limits_.max_inlined_nodes)
+      limit_exceeded(LimitId::max_inlined_nodes, limits_, call_site + ": expanding " + op_type);
+    for (auto& m : made) out.push_back({std::move(m), &it->second});
+  }
+
   // ---- function inlining ----
   // `call_site` names the top-level node being expanded ("node 'x' (domain::Op)"), for messages.
   // `graph_depth` is the nesting depth of the graph holding the call, `calls` the functions
@@ -223,15 +243,32 @@ class Importer {
       const std::string prefix = "__" + (node.name().empty() ? node.op_type() : node.name()) + "_" +
                                  std::to_string(inline_counter_++) + "/";
       if (def != opsets->end() && expand_newer_op(node, def->second, prefix, types, &made, &why)) {
-        auto [it, fresh] = newer_op_opsets_.try_emplace(opsets, *opsets);
-        if (fresh) it->second["cuvil"] = 1;
-        inlined_nodes_ += static_cast<int64_t>(made.size());
-        if (inlined_nodes_ > limits_.max_inlined_nodes)
-          limit_exceeded(LimitId::max_inlined_nodes, limits_, call_site + ": expanding " + node.op_type());
-        for (auto& m : made) out.push_back({std::move(m), &it->second});
+        add_expansion(made, opsets, call_site, node.op_type(), out);
         return;
       }
       if (!why.empty()) fail(ExitCode::kUnsupported, call_site, ": ", why);
+    }
+    if (fit == functions_.end() && !builtin && node.domain() == "ai.onnx.ml") {
+      // A tree ensemble: cuvil::DecisionForest and its tables (frontend/ml_ops.h).
+      auto ml = opsets->find("ai.onnx.ml");
+      auto def = opsets->find("");
+      std::vector<onnx::NodeProto> made;
+      std::string why;
+      const std::string prefix = "__" + (node.name().empty() ? node.op_type() : node.name()) + "_" +
+                                 std::to_string(inline_counter_++) + "/";
+      const int64_t ml_opset = ml != opsets->end() ? ml->second : 1;
+      switch (expand_ml_op(node, ml_opset, def != opsets->end() ? def->second : kExpansionDefaultOpset, prefix,
+                           &made, &why)) {
+        case MlExpansion::kExpanded:
+          add_expansion(made, opsets, call_site, node.op_type(), out);
+          return;
+        case MlExpansion::kUnsupported:
+          fail(ExitCode::kUnsupported, call_site, ": ", why);
+        case MlExpansion::kInvalid:
+          fail(ExitCode::kInvalidModel, call_site, ": ", why);
+        case MlExpansion::kNotHandled:
+          break;
+      }
     }
     if (fit == functions_.end() || (builtin && normalize_domain(node.domain()).empty())) {
       out.push_back({node, opsets});
@@ -743,7 +780,7 @@ class Importer {
   std::map<std::string, OpsetMap> function_opsets_;
   // The opsets of nodes expanded from newer ONNX ops: those of the graph or function holding
   // the op, plus "cuvil" (stable addresses: PendingNode points at them).
-  std::map<const OpsetMap*, OpsetMap> newer_op_opsets_;
+  std::map<const OpsetMap*, OpsetMap> expansion_opsets_;
   std::set<std::string> symbols_;
   int inline_counter_ = 0;
   int64_t inlined_nodes_ = 0;

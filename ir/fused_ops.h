@@ -59,6 +59,25 @@
 //   q_num_heads, kv_num_heads (ints, required); scale (float, 0 = 1/sqrt(Dk)); update_rule
 //   (string, "gated_delta"): "linear" (no decay, no beta), "gated" (decay), "delta" (beta),
 //   "gated_delta" (both). float32, accumulated in float32 as the ONNX reference.
+// DecisionForest(X, nodes, splits, roots, leaf_offsets, leaf_targets, leaf_weights, members?,
+//     base_values?) -> Y
+//   A tree ensemble as tables (the ai.onnx.ml tree ensembles import as it: frontend/ml_ops.h).
+//   X [N, F] (or [F], one row): float, double, float16, int32 or int64, compared as double.
+//   nodes int32 [M, 6]: per interior node its feature, true child, false child, mode | missing
+//   << 3, member begin, member end; a child (and a root) >= 0 is a node, -(l + 1) leaf l. Modes:
+//   0 x <= split, 1 <, 2 >=, 3 >, 4 ==, 5 !=, 6 x in members[begin, end); missing = 1 sends a NaN
+//   feature to the true child when the comparison did not. splits double [M]; roots int32 [T]
+//   (one per tree); leaf l votes (leaf_targets[j], leaf_weights[j]) for j in [leaf_offsets[l],
+//   leaf_offsets[l + 1]). Per row: each tree's votes aggregate per target (aggregate_function
+//   0 AVERAGE (the sum / T), 1 SUM, 2 MIN, 3 MAX; MIN/MAX start from the output type's largest
+//   and lowest finite values), then base_values are added (one per target, or one for all),
+//   then with binary = 1 the score s of target 0 becomes the columns (1 - s, s) for
+//   post_transform 0 and 4, else (-s, s) (the binary TreeEnsembleClassifier; with n_targets 1
+//   Y has 2 columns), then post_transform per row: 0 NONE, 1 SOFTMAX, 2 LOGISTIC, 3
+//   SOFTMAX_ZERO, 4 PROBIT (the ONNX reference's approximate erf inverse). Accumulated in
+//   double. Y [N, n_targets] of X's type, or float32 with to_float = 1.
+//   n_targets (int, required), aggregate_function (int, 1), post_transform (int, 0), binary
+//   (int, 0), to_float (int, 0).
 #pragma once
 
 #include <cmath>
