@@ -197,6 +197,40 @@ TEST(MlOps, TreeEnsembleRegressorMatchesTheWalkForEveryAggregateAndTransform) {
     }
 }
 
+// The kernel splits the work by trees for a few rows and by rows for many; the trees are
+// summed in fixed groups either way, so a row's scores are the same bits in any batch and at
+// any thread count.
+TEST(MlOps, ScoresDoNotDependOnBatchOrThreads) {
+  const int64_t F = 6, T = 2, N = 700;
+  const OldForest f = random_forest(23, 40, F, T);
+  onnx::ModelProto m = ml_model(3);
+  auto* g = m.mutable_graph();
+  add_input(g, "x", onnx::TensorProto::FLOAT, {-1, F})->mutable_type()->mutable_tensor_type()->mutable_shape()
+      ->mutable_dim(0)->set_dim_param("n");
+  auto* n = add_node(g, "TreeEnsembleRegressor", {"x"}, {"y"}, "forest");
+  n->set_domain("ai.onnx.ml");
+  set_old_attrs(n, f, "target");
+  test::set_attr_int(n, "n_targets", T);
+  add_output(g, "y", onnx::TensorProto::FLOAT, {});
+  auto model = test::load(test::compile(m, {"n=1:1024"}));
+  const std::vector<float> x = random_rows(29, N, F);
+  std::vector<float> first;
+  for (int threads : {1, 2})
+    for (int64_t rows : {N, int64_t{5}, int64_t{300}}) {
+      auto session = test::open_session(model.get(), threads);
+      const std::vector<float> part(x.begin(), x.begin() + rows * F);
+      ASSERT_TRUE(test::Ok(test::set_f32(session.get(), "x", {rows, F}, part)));
+      ASSERT_TRUE(test::Ok(cuvil_session_run(session.get())));
+      const std::vector<float> y = test::output<float>(session.get(), 0);
+      if (first.empty()) first = y;
+      for (int64_t i = 0; i < rows * T; ++i) ASSERT_EQ(y[i], first[i]) << threads << " threads, " << rows << " rows, " << i;
+    }
+  for (int64_t r = 0; r < N; ++r) {
+    const std::vector<double> want = reference_scores(f, &x[r * F], T, "SUM", "NONE", {}, false);
+    for (int64_t c = 0; c < T; ++c) ASSERT_NEAR(first[r * T + c], want[c], 1e-5 * (1 + std::abs(want[c]))) << r;
+  }
+}
+
 // The same forest in TreeEnsemble's (ml 5) encoding, where interior nodes and leaves are two
 // lists (one vote per leaf), gives the same scores in float and double.
 TEST(MlOps, TreeEnsembleOfMl5MatchesTheWalk) {

@@ -14,11 +14,6 @@
 namespace cuvil::rt::ops {
 namespace {
 
-template <typename T>
-double feature_value(const void* x, int64_t i) {
-  return static_cast<double>(convert<compute_t<T>>(static_cast<const T*>(x)[i]));
-}
-
 // What the walk found wrong, with the row, for the error message (the first one wins).
 struct WalkError {
   std::atomic<int> code{0};
@@ -85,49 +80,73 @@ struct ForestView {
   int64_t m, k, trees, leaves, entries, base_count;
 };
 
-// Walks every tree for one row and aggregates into acc[0, n_targets); false with `err` set on
-// a bad table.
-bool walk_row(const ForestView& f, double (*load)(const void*, int64_t), const void* x, int64_t row, int64_t features,
-              int64_t n_targets, int64_t aggregate, double* acc, WalkError& err) {
-  const int64_t base = row * features;
-  for (int64_t t = 0; t < f.trees; ++t) {
-    int64_t ref = f.roots[t];
-    for (int64_t steps = 0; ref >= 0; ++steps) {
-      if (ref >= f.m) return err.set(kBadNode, row, ref), false;
-      if (steps > f.m) return err.set(kCycle, row, t), false;
-      const int32_t* nd = f.nodes + ref * 6;
-      if (nd[0] < 0 || nd[0] >= features) return err.set(kBadFeature, row, ref), false;
-      const double v = load(x, base + nd[0]), s = f.splits[ref];
-      bool go = false;
-      switch (nd[3] & 7) {
-        case 0: go = v <= s; break;
-        case 1: go = v < s; break;
-        case 2: go = v >= s; break;
-        case 3: go = v > s; break;
-        case 4: go = v == s; break;
-        case 5: go = v != s; break;
-        case 6: {
-          if (nd[4] < 0 || nd[4] > nd[5] || nd[5] > f.k) return err.set(kBadMembers, row, ref), false;
-          for (int32_t i = nd[4]; i < nd[5] && !go; ++i) go = f.members[i] == v;
-          break;
-        }
-        default: return err.set(kBadNode, row, ref), false;
-      }
-      if (!go && (nd[3] & 8) && std::isnan(v)) go = true;
-      ref = go ? nd[1] : nd[2];
+constexpr int64_t kFailed = INT64_MIN;  // a step that found a bad table (`err` says what)
+
+// One step down from interior node `ref` for the row whose features start at xr: the child
+// it goes to, or kFailed.
+template <typename T>
+inline int64_t step(const ForestView& f, const T* xr, int64_t features, int64_t row, int64_t ref, WalkError& err) {
+  if (ref >= f.m) return err.set(kBadNode, row, ref), kFailed;
+  const int32_t* nd = f.nodes + ref * 6;
+  if (nd[0] < 0 || nd[0] >= features) return err.set(kBadFeature, row, ref), kFailed;
+  const double v = static_cast<double>(convert<compute_t<T>>(xr[nd[0]])), s = f.splits[ref];
+  bool go = false;
+  switch (nd[3] & 7) {
+    case 0: go = v <= s; break;
+    case 1: go = v < s; break;
+    case 2: go = v >= s; break;
+    case 3: go = v > s; break;
+    case 4: go = v == s; break;
+    case 5: go = v != s; break;
+    case 6: {
+      if (nd[4] < 0 || nd[4] > nd[5] || nd[5] > f.k) return err.set(kBadMembers, row, ref), kFailed;
+      for (int32_t i = nd[4]; i < nd[5] && !go; ++i) go = f.members[i] == v;
+      break;
     }
-    const int64_t leaf = -ref - 1;
-    if (leaf >= f.leaves) return err.set(kBadLeaf, row, leaf), false;
-    const int64_t b = f.offsets[leaf], e = f.offsets[leaf + 1];
-    if (b < 0 || b > e || e > f.entries) return err.set(kBadLeaf, row, leaf), false;
-    for (int64_t j = b; j < e; ++j) {
-      const int32_t target = f.targets[j];
-      if (target < 0 || target >= n_targets) return err.set(kBadTarget, row, j), false;
-      const double w = f.weights[j];
-      double& a = acc[target];
-      a = aggregate == 2 ? std::min(a, w) : aggregate == 3 ? std::max(a, w) : a + w;
-    }
+    default: return err.set(kBadNode, row, ref), kFailed;
   }
+  if (!go && (nd[3] & 8) && std::isnan(v)) go = true;
+  return go ? nd[1] : nd[2];
+}
+
+// Aggregates the votes of trees [t_begin, t_end) for rows [begin, end) into acc[(r - begin) *
+// width + target].
+// Tree by tree over the whole block, so that a tree's nodes stay in cache while the rows walk it
+// (a forest is often larger than the L2 cache, one tree rarely), and kLanes rows down a tree at
+// once: a walk is a chain of dependent loads, and independent chains overlap in the core.
+template <typename T>
+bool score_rows(const ForestView& f, const T* x, int64_t features, int64_t begin, int64_t end, int64_t t_begin,
+                int64_t t_end, int64_t n_targets, int64_t aggregate, double* acc, int64_t width, WalkError& err) {
+  constexpr int64_t kLanes = 8;
+  for (int64_t t = t_begin; t < t_end; ++t)
+    for (int64_t r0 = begin; r0 < end; r0 += kLanes) {
+      const int64_t lanes = std::min(kLanes, end - r0);
+      int64_t ref[kLanes];
+      for (int64_t k = 0; k < lanes; ++k) ref[k] = f.roots[t];
+      for (int64_t steps = 0, walking = lanes; walking > 0; ++steps) {
+        if (steps > f.m) return err.set(kCycle, r0, t), false;
+        walking = 0;
+        for (int64_t k = 0; k < lanes; ++k) {
+          if (ref[k] < 0) continue;
+          ref[k] = step(f, x + (r0 + k) * features, features, r0 + k, ref[k], err);
+          if (ref[k] == kFailed) return false;
+          walking += ref[k] >= 0;
+        }
+      }
+      for (int64_t k = 0; k < lanes; ++k) {
+        const int64_t leaf = -ref[k] - 1;
+        if (leaf >= f.leaves || f.offsets[leaf] < 0 || f.offsets[leaf] > f.offsets[leaf + 1] ||
+            f.offsets[leaf + 1] > f.entries)
+          return err.set(kBadLeaf, r0 + k, leaf), false;
+        double* a = acc + (r0 + k - begin) * width;
+        for (int64_t j = f.offsets[leaf], e = f.offsets[leaf + 1]; j < e; ++j) {
+          const int32_t target = f.targets[j];
+          if (target < 0 || target >= n_targets) return err.set(kBadTarget, r0 + k, j), false;
+          const double w = f.weights[j];
+          a[target] = aggregate == 2 ? std::min(a[target], w) : aggregate == 3 ? std::max(a[target], w) : a[target] + w;
+        }
+      }
+    }
   return true;
 }
 
@@ -218,37 +237,78 @@ Status kernel_DecisionForest(OpContext& ctx) {
   const int64_t rows = x->dims.size() == 2 ? x->dims[0] : 1, features = x->dims.back();
   const int64_t columns = binary && n_targets == 1 ? 2 : n_targets;
   const DType out_type = to_float ? DType::Float : x->dtype;
-  double (*load)(const void*, int64_t) = nullptr;
-  visit_dtype<kFloatTypes | kSignedInts>(x->dtype, [&](auto tag) { load = &feature_value<typename decltype(tag)::type>; });
-  if (!load || x->dtype == DType::BFloat16 || x->dtype == DType::Int8 || x->dtype == DType::Int16)
+  if (x->dtype != DType::Float && x->dtype != DType::Double && x->dtype != DType::Float16 && x->dtype != DType::Int32 &&
+      x->dtype != DType::Int64)
     return ctx.error(StatusCode::kUnsupported, "X has dtype ", dtype_name(x->dtype));
   TensorView* y;
   CUVIL_RETURN_IF_ERROR(allocate_checked(ctx, 0, out_type, {rows, columns}, &y));
   // MIN and MAX start from the output type's extremes, as the reference does.
   const double type_max = out_type == DType::Double ? DBL_MAX : out_type == DType::Float16 ? 65504.0 : FLT_MAX;
   const double init = aggregate == 2 ? type_max : aggregate == 3 ? -type_max : 0.0;
+  const int64_t width = std::max(columns, n_targets);
+  constexpr int64_t kBlock = 256;  // rows that walk a tree together
+  // The trees in a fixed number of groups, each aggregated on its own and the groups combined
+  // in order: the same sums whichever way the work is split, so the result does not depend on
+  // the thread count or the batch size.
+  const int64_t groups = std::min<int64_t>(f.trees, 8);
   WalkError err;
-  parallel_range(ctx, rows, std::max<int64_t>(1, 4096 / f.trees), [&](int64_t begin, int64_t end) {
-    std::vector<double> acc(static_cast<size_t>(std::max(columns, n_targets)));
-    for (int64_t r = begin; r < end && err.code.load(std::memory_order_relaxed) == kNoError; ++r) {
-      std::fill(acc.begin(), acc.end(), init);
-      if (!walk_row(f, load, x->data, r, features, n_targets, aggregate, acc.data(), err)) return;
+  // Group g's aggregates for rows [b0, b1) into acc.
+  auto score_group = [&](int64_t g, int64_t b0, int64_t b1, double* acc) {
+    std::fill(acc, acc + (b1 - b0) * width, init);
+    bool ok = true;
+    visit_dtype<kFloatTypes | kSignedInts>(x->dtype, [&](auto tag) {
+      using T = typename decltype(tag)::type;
+      ok = score_rows(f, x->as<T>(), features, b0, b1, f.trees * g / groups, f.trees * (g + 1) / groups, n_targets,
+                      aggregate, acc, width, err);
+    });
+    return ok;
+  };
+  // Combines the groups' aggregates (group g at accs + g * stride) and writes rows [b0, b1).
+  auto finish_rows = [&](int64_t b0, int64_t b1, double* accs, int64_t stride) {
+    for (int64_t r = b0; r < b1; ++r) {
+      double* a = accs + (r - b0) * width;
+      for (int64_t g = 1; g < groups; ++g) {
+        const double* o = a + g * stride;
+        for (int64_t t = 0; t < n_targets; ++t)
+          a[t] = aggregate == 2 ? std::min(a[t], o[t]) : aggregate == 3 ? std::max(a[t], o[t]) : a[t] + o[t];
+      }
       for (int64_t t = 0; t < n_targets; ++t) {
-        if (aggregate == 0) acc[t] /= static_cast<double>(f.trees);
-        if (f.base_count) acc[t] += f.base[f.base_count == 1 ? 0 : t];
+        if (aggregate == 0) a[t] /= static_cast<double>(f.trees);
+        if (f.base_count) a[t] += f.base[f.base_count == 1 ? 0 : t];
       }
       if (binary) {
-        acc[1] = acc[0];
-        acc[0] = post == 0 || post == 4 ? 1 - acc[1] : -acc[1];
+        a[1] = a[0];
+        a[0] = post == 0 || post == 4 ? 1 - a[1] : -a[1];
       }
-      post_transform(post, acc.data(), columns);
+      post_transform(post, a, columns);
       visit_dtype<kFloatTypes>(out_type, [&](auto tag) {
         using T = typename decltype(tag)::type;
         T* out = y->as<T>() + r * columns;
-        for (int64_t c = 0; c < columns; ++c) out[c] = convert<T>(static_cast<compute_t<T>>(acc[c]));
+        for (int64_t c = 0; c < columns; ++c) out[c] = convert<T>(static_cast<compute_t<T>>(a[c]));
       });
     }
-  });
+  };
+  if (rows <= kBlock && ctx.threads() > 1 && groups > 1) {
+    // A few rows: the threads share the trees.
+    std::vector<double> accs(static_cast<size_t>(groups * rows * width));
+    parallel_range(ctx, groups, 1, [&](int64_t g0, int64_t g1) {
+      for (int64_t g = g0; g < g1 && score_group(g, 0, rows, accs.data() + g * rows * width); ++g) {
+      }
+    });
+    if (err.code.load() == kNoError) finish_rows(0, rows, accs.data(), rows * width);
+  } else {
+    // Every thread one share of the rows, in blocks of at most kBlock.
+    const int64_t grain = std::clamp<int64_t>((rows + ctx.threads() - 1) / ctx.threads(), 1, kBlock);
+    parallel_range(ctx, rows, grain, [&](int64_t begin, int64_t end) {
+      std::vector<double> accs(static_cast<size_t>(groups * kBlock * width));
+      for (int64_t b0 = begin; b0 < end && err.code.load(std::memory_order_relaxed) == kNoError; b0 += kBlock) {
+        const int64_t b1 = std::min(end, b0 + kBlock);
+        for (int64_t g = 0; g < groups; ++g)
+          if (!score_group(g, b0, b1, accs.data() + g * kBlock * width)) return;
+        finish_rows(b0, b1, accs.data(), kBlock * width);
+      }
+    });
+  }
   switch (err.code.load()) {
     case kNoError: return Status::ok();
     case kBadFeature:
