@@ -396,12 +396,164 @@ void tree_ensemble_classifier(const onnx::NodeProto& n, Emitter& e) {
          {n.output(0)});
 }
 
+// ---- linear models and preprocessing: plain ONNX ops ----
+
+std::vector<float> floats(const onnx::NodeProto& n, const char* name) {
+  const auto* a = find_attr(n, name);
+  return a ? std::vector<float>(a->floats().begin(), a->floats().end()) : std::vector<float>{};
+}
+std::string float_constant(Emitter& e, const std::vector<float>& v, const std::vector<int64_t>& dims) {
+  return e.raw_constant(onnx::TensorProto::FLOAT, dims, raw_bytes(v));
+}
+std::string as_float(Emitter& e, const std::string& x) {
+  std::string out = e.value("xf");
+  Emitter::set_int(e.node("Cast", {x}, {out}), "to", onnx::TensorProto::FLOAT);
+  return out;
+}
+// A reduction over axis 1 keeping it: axes as an attribute before the opset that made it an
+// input (13 for ReduceSum, 18 for the others).
+std::string reduce_rows(Emitter& e, const char* op, const std::string& x) {
+  const bool input = e.opset >= (std::string(op) == "ReduceSum" ? 13 : 18);
+  std::string out = e.value(op);
+  onnx::NodeProto& n = e.node(op, input ? std::vector<std::string>{x, e.ints({1})} : std::vector<std::string>{x}, {out});
+  if (!input) Emitter::set_ints(n, "axes", {1});
+  Emitter::set_int(n, "keepdims", 1);
+  return out;
+}
+void one_input_one_output(const onnx::NodeProto& n) {
+  need_one_input(n);
+  if (n.output_size() != 1 || n.output(0).empty()) invalid("has one output, Y");
+}
+
+// Scaler: Y = (float(X) - offset) * scale, offset and scale one per feature or one for all.
+void scaler(const onnx::NodeProto& n, Emitter& e) {
+  one_input_one_output(n);
+  const std::vector<float> offset = floats(n, "offset"), scale = floats(n, "scale");
+  std::string y = as_float(e, n.input(0));
+  if (!offset.empty()) y = e.op("Sub", {y, float_constant(e, offset, {static_cast<int64_t>(offset.size())})});
+  e.node("Mul", {y, scale.empty() ? e.float_scalar(1.f) : float_constant(e, scale, {static_cast<int64_t>(scale.size())})},
+         {n.output(0)});
+}
+
+// Normalizer: each row of float(X) [N, C] divided by its L1 or L2 norm (at least 1e-30), or
+// for MAX by its largest element, as the spec says and ONNX Runtime computes (not the largest
+// |x| of the ONNX reference and scikit-learn; a row whose largest element is 0 stays as it is).
+void normalizer(const onnx::NodeProto& n, Emitter& e) {
+  one_input_one_output(n);
+  const std::string norm = string_attr(n, "norm", "MAX");
+  const std::string x = as_float(e, n.input(0));
+  std::string d;
+  if (norm == "MAX") {
+    const std::string m = reduce_rows(e, "ReduceMax", x);
+    d = e.op("Where", {e.op("Equal", {m, e.float_scalar(0.f)}), e.float_scalar(1.f), m});
+  } else if (norm == "L1") {
+    d = e.op("Max", {reduce_rows(e, "ReduceSum", e.op("Abs", {x})), e.float_scalar(1e-30f)});
+  } else if (norm == "L2") {
+    d = e.op("Max", {e.op("Sqrt", {reduce_rows(e, "ReduceSum", e.op("Mul", {x, x}))}), e.float_scalar(1e-30f)});
+  } else {
+    invalid("norm '", norm, "' (MAX, L1 or L2)");
+  }
+  e.node("Div", {x, d}, {n.output(0)});
+}
+
+// The scores of a linear model: float(X) [N, F] times coefficients read as [outputs, F],
+// transposed, plus intercepts (one per output).
+std::string linear_scores(const onnx::NodeProto& n, Emitter& e, int64_t outputs) {
+  const std::vector<float> coef = floats(n, "coefficients"), icpt = floats(n, "intercepts");
+  if (coef.empty() || outputs < 1 || coef.size() % static_cast<size_t>(outputs) != 0)
+    invalid("coefficients has ", str(static_cast<int64_t>(coef.size())), " entries, not a multiple of the ", str(outputs),
+            " outputs");
+  if (!icpt.empty() && static_cast<int64_t>(icpt.size()) != outputs)
+    invalid("intercepts has ", str(static_cast<int64_t>(icpt.size())), " entries; the model has ", str(outputs), " outputs");
+  const int64_t features = static_cast<int64_t>(coef.size()) / outputs;
+  std::vector<float> t(coef.size());  // [F, outputs]
+  for (int64_t o = 0; o < outputs; ++o)
+    for (int64_t f = 0; f < features; ++f) t[static_cast<size_t>(f * outputs + o)] = coef[static_cast<size_t>(o * features + f)];
+  std::string y = e.op("MatMul", {as_float(e, n.input(0)), float_constant(e, t, {features, outputs})});
+  if (!icpt.empty()) y = e.op("Add", {y, float_constant(e, icpt, {outputs})});
+  return y;
+}
+
+void linear_regressor(const onnx::NodeProto& n, Emitter& e) {
+  one_input_one_output(n);
+  const std::string post = string_attr(n, "post_transform", "NONE");
+  if (post != "NONE") unsupported("post_transform '", post, "' (LinearRegressor computes NONE)");
+  e.node("Identity", {linear_scores(n, e, attr_int(n, "targets", 1))}, {n.output(0)});
+}
+
+// LinearClassifier -> (labels, scores): one score column with two labels is the binary model,
+// whose scores become (-s, s); then the post transform, and the label of the highest score.
+void linear_classifier(const onnx::NodeProto& n, Emitter& e) {
+  need_one_input(n);
+  if (n.output_size() < 1 || n.output_size() > 2) invalid("has outputs Y (labels) and Z (scores)");
+  if (find_attr(n, "classlabels_strings"))
+    unsupported("string class labels (classlabels_strings): cuvil has no string tensors; integer labels "
+                "(classlabels_ints) are supported");
+  const std::vector<int64_t> labels = ints(n, "classlabels_ints");
+  const std::vector<float> icpt = floats(n, "intercepts");
+  const int64_t classes = static_cast<int64_t>(labels.size());
+  if (classes < 2) unsupported("a classifier of ", str(classes), " class labels (at least 2 are supported)");
+  const int64_t outputs = !icpt.empty() ? static_cast<int64_t>(icpt.size()) : classes;
+  if (outputs != classes && !(outputs == 1 && classes == 2))
+    invalid(str(outputs), " score columns for ", str(classes), " class labels");
+  std::string s = linear_scores(n, e, outputs);
+  if (outputs == 1) {
+    std::string both = e.value("binary");
+    Emitter::set_int(e.node("Concat", {e.op("Neg", {s}), s}, {both}), "axis", 1);
+    s = both;
+  }
+  const std::string post = string_attr(n, "post_transform", "NONE");
+  const std::string scores = n.output_size() > 1 && !n.output(1).empty() ? n.output(1) : e.value("scores");
+  if (post == "NONE") {
+    e.node("Identity", {s}, {scores});
+  } else if (post == "LOGISTIC") {
+    e.node("Sigmoid", {s}, {scores});
+  } else if (post == "SOFTMAX") {
+    Emitter::set_int(e.node("Softmax", {s}, {scores}), "axis", 1);
+  } else {
+    unsupported("post_transform '", post, "' (NONE, LOGISTIC and SOFTMAX are supported)");
+  }
+  if (n.output(0).empty()) return;
+  std::string best = e.value("best");
+  onnx::NodeProto& am = e.node("ArgMax", {scores}, {best});
+  Emitter::set_int(am, "axis", 1);
+  Emitter::set_int(am, "keepdims", 0);
+  e.node("Gather", {e.raw_constant(onnx::TensorProto::INT64, {classes}, raw_bytes(labels)), best}, {n.output(0)});
+}
+
+// Imputer: every X equal to the replaced value (NaN: every NaN) becomes the imputed value of
+// its column (one per column, or one for all). Float imputed values for float32 X, int64 ones
+// for int64 X.
+void imputer(const onnx::NodeProto& n, Emitter& e) {
+  one_input_one_output(n);
+  const std::vector<float> fv = floats(n, "imputed_value_floats");
+  const std::vector<int64_t> iv = ints(n, "imputed_value_int64s");
+  const std::string x = n.input(0);
+  std::string values, mask;
+  if (!fv.empty()) {
+    values = float_constant(e, fv, {static_cast<int64_t>(fv.size())});
+    const float replaced = attr_float(n, "replaced_value_float", 0.f);
+    mask = std::isnan(replaced) ? e.op("IsNaN", {x}) : e.op("Equal", {x, e.float_scalar(replaced)});
+  } else if (!iv.empty()) {
+    values = e.raw_constant(onnx::TensorProto::INT64, {static_cast<int64_t>(iv.size())}, raw_bytes(iv));
+    mask = e.op("Equal", {x, e.scalar(attr_int(n, "replaced_value_int64", 0))});
+  } else {
+    invalid("neither imputed_value_floats nor imputed_value_int64s is given");
+  }
+  e.node("Where", {mask, values, x}, {n.output(0)});
+}
+
 struct MlOp {
   const char* op_type;
   int64_t since;
   void (*expand)(const onnx::NodeProto&, Emitter&);
 };
 constexpr MlOp kMlOps[] = {
+    {"Imputer", 1, imputer},
+    {"LinearClassifier", 1, linear_classifier},
+    {"LinearRegressor", 1, linear_regressor},
+    {"Normalizer", 1, normalizer},
+    {"Scaler", 1, scaler},
     {"TreeEnsemble", 5, tree_ensemble},
     {"TreeEnsembleClassifier", 1, tree_ensemble_classifier},
     {"TreeEnsembleRegressor", 1, tree_ensemble_regressor},

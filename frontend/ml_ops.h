@@ -1,4 +1,4 @@
-// ai.onnx.ml tree ensembles, expanded at import into cuvil::DecisionForest (ir/fused_ops.h)
+// ai.onnx.ml ops expanded at import. The tree ensembles become cuvil::DecisionForest (ir/fused_ops.h)
 // with the forest as constant tables, the way a function call is inlined: TreeEnsemble (ml 5)
 // and TreeEnsembleRegressor (ml 1 and 3) become one DecisionForest node;
 // TreeEnsembleClassifier (ml 1 and 3) a DecisionForest node computing the class scores, then
@@ -6,7 +6,11 @@
 // leaves as nodes or as their own list, string or integer modes, float or double values) is
 // checked and turned into one table form at compile time (child indices in range, every tree
 // acyclic, targets in range, set members present), so the kernel only walks. Binarizer and
-// ArrayFeatureExtractor are ops of their own (ir/ops.def).
+// ArrayFeatureExtractor are ops of their own (ir/ops.def). The linear models and the
+// preprocessing ops become plain ONNX ops on float32: Scaler (Sub, Mul), Normalizer (MAX, L1,
+// L2: a row reduction and Div), LinearRegressor (MatMul, Add), LinearClassifier (MatMul, Add,
+// the binary model's (-s, s), Sigmoid or Softmax, ArgMax and a Gather of the integer labels),
+// Imputer (IsNaN or Equal, Where; float imputed values for float32 X, int64 ones for int64 X).
 #pragma once
 
 #include <onnx/onnx_pb.h>

@@ -407,6 +407,83 @@ TEST(MlOps, MalformedEnsemblesAreRefused) {
   EXPECT_TRUE(fails(m, ExitCode::kUnsupported, {"node 'forest' (ai.onnx.ml::TreeEnsembleClassifier)", "string class labels"}));
 }
 
+// A scikit-learn style pipeline, Imputer -> Scaler -> Normalizer -> LinearClassifier, and a
+// LinearRegressor, against the formulas written out here (ONNX Runtime's semantics: Normalizer
+// MAX divides by the largest element, not the largest |x|, and leaves a row whose largest is 0).
+TEST(MlOps, LinearModelsAndPreprocessing) {
+  const int64_t F = 3, C = 3;
+  const std::vector<float> x = {1, NAN, -2, 0.5f, 4, 3, -1, -3, -2, 0, 2, NAN};
+  const std::vector<float> imputed = {9, 8, 7}, offset = {0.5f, -1, 0}, scale = {2, 0.5f, 1};
+  const std::vector<float> coef = {1, -1, 0.5f, 0, 2, -1, -0.5f, 0.25f, 1}, icpt = {0.1f, -0.2f, 0.3f};
+  const std::vector<int64_t> labels = {5, 6, 7};
+  for (const char* norm : {"MAX", "L1", "L2"}) {
+    SCOPED_TRACE(norm);
+    onnx::ModelProto m = ml_model(1);
+    auto* g = m.mutable_graph();
+    add_input(g, "x", onnx::TensorProto::FLOAT, {4, F});
+    auto ml = [&](const char* op, std::vector<std::string> in, std::vector<std::string> out) {
+      auto* n = add_node(g, op, in, out, op);
+      n->set_domain("ai.onnx.ml");
+      return n;
+    };
+    auto floats = [](onnx::NodeProto* n, const char* name, const std::vector<float>& v) {
+      auto* a = test::add_attr(n, name, onnx::AttributeProto::FLOATS);
+      for (float f : v) a->add_floats(f);
+    };
+    auto* imp = ml("Imputer", {"x"}, {"xi"});
+    floats(imp, "imputed_value_floats", imputed);
+    test::set_attr_float(imp, "replaced_value_float", NAN);
+    auto* sc = ml("Scaler", {"xi"}, {"xs"});
+    floats(sc, "offset", offset);
+    floats(sc, "scale", scale);
+    test::set_attr_string(ml("Normalizer", {"xs"}, {"xn"}), "norm", norm);
+    auto* lc = ml("LinearClassifier", {"xn"}, {"label", "prob"});
+    floats(lc, "coefficients", coef);
+    floats(lc, "intercepts", icpt);
+    test::set_attr_ints(lc, "classlabels_ints", labels);
+    test::set_attr_string(lc, "post_transform", "SOFTMAX");
+    auto* lr = ml("LinearRegressor", {"xi"}, {"reg"});
+    floats(lr, "coefficients", {1, 2, 3, -1, 0, 1});
+    floats(lr, "intercepts", {10, 20});
+    test::set_attr_int(lr, "targets", 2);
+    add_output(g, "label", onnx::TensorProto::INT64, {});
+    add_output(g, "prob", onnx::TensorProto::FLOAT, {});
+    add_output(g, "reg", onnx::TensorProto::FLOAT, {});
+    auto model = test::load(test::compile(m));
+    auto session = test::open_session(model.get());
+    ASSERT_TRUE(test::Ok(test::set_f32(session.get(), "x", {4, F}, x)));
+    ASSERT_TRUE(test::Ok(cuvil_session_run(session.get())));
+    const std::vector<int64_t> label = test::output<int64_t>(session.get(), 0);
+    const std::vector<float> prob = test::output<float>(session.get(), 1), reg = test::output<float>(session.get(), 2);
+    ASSERT_EQ(label.size(), 4u);
+    for (int64_t r = 0; r < 4; ++r) {
+      double xi[F], xs[F], d = 0;
+      for (int64_t f = 0; f < F; ++f) {
+        xi[f] = std::isnan(x[r * F + f]) ? imputed[f] : x[r * F + f];
+        xs[f] = (xi[f] - offset[f]) * scale[f];
+      }
+      if (std::string(norm) == "MAX") {
+        d = *std::max_element(xs, xs + F);
+        if (d == 0) d = 1;
+      } else {
+        for (double v : xs) d += std::string(norm) == "L1" ? std::abs(v) : v * v;
+        if (std::string(norm) == "L2") d = std::sqrt(d);
+      }
+      double s[C], mx = -INFINITY, sum = 0;
+      for (int64_t c = 0; c < C; ++c) {
+        s[c] = icpt[c];
+        for (int64_t f = 0; f < F; ++f) s[c] += coef[c * F + f] * xs[f] / d;
+        mx = std::max(mx, s[c]);
+      }
+      for (double& v : s) sum += (v = std::exp(v - mx));
+      for (int64_t c = 0; c < C; ++c) EXPECT_NEAR(prob[r * C + c], s[c] / sum, 1e-5) << r << "," << c;
+      EXPECT_EQ(label[r], labels[std::max_element(s, s + C) - s]) << r;
+      EXPECT_NEAR(reg[r * 2], 10 + xi[0] + 2 * xi[1] + 3 * xi[2], 1e-4) << r;
+      EXPECT_NEAR(reg[r * 2 + 1], 20 - xi[0] + xi[2], 1e-4) << r;
+    }
+  }
+}
+
 TEST(MlOps, BinarizerAndArrayFeatureExtractor) {
   onnx::ModelProto m = ml_model(1);
   auto* g = m.mutable_graph();
