@@ -54,12 +54,8 @@ class Emitter {
   std::string ints(const std::vector<int64_t>& v) { return constant(v, true); }
   std::string scalar(int64_t v) { return constant({v}, false); }
   std::string constant(const std::vector<int64_t>& v, bool vector) {
-    std::string out = value("const");
-    onnx::NodeProto& n = node("Constant", {}, {out});
-    onnx::AttributeProto* a = n.add_attribute();
-    a->set_name("value");
-    a->set_type(onnx::AttributeProto::TENSOR);
-    onnx::TensorProto* t = a->mutable_t();
+    std::string out;
+    onnx::TensorProto* t = constant_node(&out);
     t->set_data_type(onnx::TensorProto::INT64);
     if (vector) t->add_dims(static_cast<int64_t>(v.size()));
     for (int64_t x : v) t->add_int64_data(x);
@@ -68,12 +64,8 @@ class Emitter {
   // A constant of ONNX element type `elem` and shape `dims` whose elements are the
   // little-endian bytes `raw` (raw_data).
   std::string raw_constant(int elem, const std::vector<int64_t>& dims, std::string raw) {
-    std::string out = value("const");
-    onnx::NodeProto& n = node("Constant", {}, {out});
-    onnx::AttributeProto* a = n.add_attribute();
-    a->set_name("value");
-    a->set_type(onnx::AttributeProto::TENSOR);
-    onnx::TensorProto* t = a->mutable_t();
+    std::string out;
+    onnx::TensorProto* t = constant_node(&out);
     t->set_data_type(elem);
     for (int64_t d : dims) t->add_dims(d);
     t->set_raw_data(std::move(raw));
@@ -109,6 +101,15 @@ class Emitter {
   }
 
  private:
+  // A Constant node writing a fresh value (*out): its `value` tensor, to fill.
+  onnx::TensorProto* constant_node(std::string* out) {
+    *out = value("const");
+    onnx::AttributeProto* a = node("Constant", {}, {*out}).add_attribute();
+    a->set_name("value");
+    a->set_type(onnx::AttributeProto::TENSOR);
+    return a->mutable_t();
+  }
+
   std::string prefix_;
   std::vector<onnx::NodeProto>* out_;
   int count_ = 0;

@@ -71,7 +71,7 @@ if [ "$sanitizers" -eq 1 ]; then
   stage "sanitizer build" 3000 bash "$here/scripts/setup.sh" --build-dir "$here/build-asan" --sanitize address
   # Bad-input tests (ONNX files incl. the cuvilc CLI cases, malformed control flow and the
   # resource caps (BadInputControlFlow, BadInputResourceLimits), packages, run-time inputs, .npy
-  # files, kernel inputs, the attention, convolution and transpose kernels, --freeze and If
+  # files, kernel inputs, the attention, convolution, transpose and tree-ensemble kernels, --freeze and If
   # branches of different ranks), cuvil-run (with its traces and reports), concurrent runs, thread-start failure, the worker pool and run statistics, deadlines and
   # cancellation, the config reader, the passes, the fuzz corpora and regressions, the parsers
   # and the atomic output writer under faults (OutputFile: killed writes, full disk), and
@@ -79,7 +79,7 @@ if [ "$sanitizers" -eq 1 ]; then
   # Conformance suites stay out: too slow for this stage.
   export ASAN_OPTIONS=detect_leaks=0 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
   stage sanitizer 900 ctest --test-dir "$here/build-asan" --output-on-failure -j2 \
-    -R '^(BadInput|BadPackage|Package|Frontend|Symbolic|BadRuntimeInput|BadNpy|BadKernelInput|CliRun|RuntimeConcurrency|ControlFlow|LoopSequences|TfIdfVectorizerKernel|OutputFile|RuntimeThreads|RuntimeDeadline|RuntimeCancel|RuntimeDispatch|RuntimeRunStats|Config|Canonicalize|ShapeArithmetic|PassGolden|FuzzRegressions|LowerGenerators|FusedAttentionKernel|PoolKernel|ChooseLayout|FusedLinearKernel|CliRunFused|FusedPointwiseKernel|QuickGeluConfigs|ModelReferences|FuseAttentionModels|RunTrace|CliRunTrace|KvCache|FirstRun|KvCachePackage|CliGenerate|CliDevice|QuantCalibData|QuantObserver|QuantQdq|QuantCli|QuantConfig|GemmInt8Kernel|Int8OpsKernel|QdqImport|Megakernel|MegakernelDeviceForm|PtxSection|CuvilcPtx|ConvIgemmKernel|ConvIgemmInt8Kernel|GemmKernel|DftKernel|DeformConvKernel|ConvDepthwiseKernel|TransposeKernel|Freeze|IfBranchRanks|VecMath)'
+    -R '^(BadInput|BadPackage|Package|Frontend|Symbolic|BadRuntimeInput|BadNpy|BadKernelInput|CliRun|RuntimeConcurrency|ControlFlow|LoopSequences|TfIdfVectorizerKernel|OutputFile|RuntimeThreads|RuntimeDeadline|RuntimeCancel|RuntimeDispatch|RuntimeRunStats|Config|Canonicalize|ShapeArithmetic|PassGolden|FuzzRegressions|LowerGenerators|FusedAttentionKernel|PoolKernel|ChooseLayout|FusedLinearKernel|CliRunFused|FusedPointwiseKernel|QuickGeluConfigs|ModelReferences|FuseAttentionModels|RunTrace|CliRunTrace|KvCache|FirstRun|KvCachePackage|CliGenerate|CliDevice|QuantCalibData|QuantObserver|QuantQdq|QuantCli|QuantConfig|GemmInt8Kernel|Int8OpsKernel|QdqImport|Megakernel|MegakernelDeviceForm|PtxSection|CuvilcPtx|ConvIgemmKernel|ConvIgemmInt8Kernel|GemmKernel|DftKernel|DeformConvKernel|MlOps|ConvDepthwiseKernel|TransposeKernel|Freeze|IfBranchRanks|VecMath)'
   unset ASAN_OPTIONS UBSAN_OPTIONS
   # Every target for ~30 s from the in-tree seeds; a finding fails the stage.
   stage "fuzz smoke" 1200 bash "$here/scripts/fuzz.sh" all 30

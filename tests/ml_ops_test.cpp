@@ -155,6 +155,19 @@ onnx::ModelProto ml_model(int64_t ml_opset) {
   return m;
 }
 
+// x [n, F] (n symbolic) -> TreeEnsembleRegressor of `f` with T targets -> y; returns the node.
+onnx::NodeProto* add_regressor(onnx::ModelProto& m, const OldForest& f, int64_t F, int64_t T) {
+  auto* g = m.mutable_graph();
+  add_input(g, "x", onnx::TensorProto::FLOAT, {-1, F})->mutable_type()->mutable_tensor_type()->mutable_shape()
+      ->mutable_dim(0)->set_dim_param("n");
+  auto* n = add_node(g, "TreeEnsembleRegressor", {"x"}, {"y"}, "forest");
+  n->set_domain("ai.onnx.ml");
+  set_old_attrs(n, f, "target");
+  test::set_attr_int(n, "n_targets", T);
+  add_output(g, "y", onnx::TensorProto::FLOAT, {});
+  return n;
+}
+
 // Compiles and runs `m` on x [rows, features] (float32); returns output `index` as doubles.
 template <typename T>
 std::vector<T> run(const onnx::ModelProto& m, const std::vector<float>& x, int64_t rows, int64_t features,
@@ -175,18 +188,11 @@ TEST(MlOps, TreeEnsembleRegressorMatchesTheWalkForEveryAggregateAndTransform) {
     for (const char* post : {"NONE", "LOGISTIC", "SOFTMAX"}) {
       SCOPED_TRACE(std::string(aggregate) + " " + post);
       onnx::ModelProto m = ml_model(3);
-      auto* g = m.mutable_graph();
-      add_input(g, "x", onnx::TensorProto::FLOAT, {-1, F})->mutable_type()->mutable_tensor_type()->mutable_shape()
-          ->mutable_dim(0)->set_dim_param("n");
-      auto* n = add_node(g, "TreeEnsembleRegressor", {"x"}, {"y"}, "forest");
-      n->set_domain("ai.onnx.ml");
-      set_old_attrs(n, f, "target");
-      test::set_attr_int(n, "n_targets", T);
+      auto* n = add_regressor(m, f, F, T);
       test::set_attr_string(n, "aggregate_function", aggregate);
       test::set_attr_string(n, "post_transform", post);
       auto* b = test::add_attr(n, "base_values", onnx::AttributeProto::FLOATS);
       for (float v : base) b->add_floats(v);
-      add_output(g, "y", onnx::TensorProto::FLOAT, {});
       std::vector<int64_t> dims;
       const std::vector<float> y = run<float>(m, x, N, F, 0, &dims);
       ASSERT_EQ(dims, (std::vector<int64_t>{N, T}));
@@ -204,14 +210,7 @@ TEST(MlOps, ScoresDoNotDependOnBatchOrThreads) {
   const int64_t F = 6, T = 2, N = 700;
   const OldForest f = random_forest(23, 40, F, T);
   onnx::ModelProto m = ml_model(3);
-  auto* g = m.mutable_graph();
-  add_input(g, "x", onnx::TensorProto::FLOAT, {-1, F})->mutable_type()->mutable_tensor_type()->mutable_shape()
-      ->mutable_dim(0)->set_dim_param("n");
-  auto* n = add_node(g, "TreeEnsembleRegressor", {"x"}, {"y"}, "forest");
-  n->set_domain("ai.onnx.ml");
-  set_old_attrs(n, f, "target");
-  test::set_attr_int(n, "n_targets", T);
-  add_output(g, "y", onnx::TensorProto::FLOAT, {});
+  add_regressor(m, f, F, T);
   auto model = test::load(test::compile(m, {"n=1:1024"}));
   const std::vector<float> x = random_rows(29, N, F);
   std::vector<float> first;
