@@ -8,6 +8,7 @@
 #include <cmath>
 #include <cstdint>
 #include <limits>
+#include <map>
 
 namespace cuvil::frontend {
 namespace {
@@ -225,6 +226,38 @@ bool tensor_scatter(const onnx::NodeProto& n, Emitter& e, const TypeLookup&, std
 // is QK^T (after softcap; mode 2 with the bias, mode 3 the probabilities). The dtype of a mask
 // decides its meaning, so it must be declared (graph input, value_info, initializer) or made
 // by a Cast or a comparison the importer sees.
+// Shape(x)[start:end].
+std::string shape_part(Emitter& e, const std::string& x, int64_t start, int64_t end) {
+  std::string out = e.value("dims");
+  onnx::NodeProto& sh = e.node("Shape", {x}, {out});
+  Emitter::set_int(sh, "start", start);
+  Emitter::set_int(sh, "end", end);
+  return out;
+}
+
+// Grouped queries: x [B, Hkv, T, D] -> [B, Hkv, Hq/Hkv, T, D] -> [B, Hq, T, D], Hq from q4
+// [B, Hq, S, D] (the reference's repeat of each key/value head).
+std::string repeat_heads(Emitter& e, const std::string& q4, const std::string& x) {
+  const std::string hq = shape_part(e, q4, 1, 2), hkv = shape_part(e, x, 1, 2), b = shape_part(e, x, 0, 1),
+                    td = shape_part(e, x, 2, 4);
+  std::string rep = e.op("Div", {hq, hkv});
+  std::string wide = e.value("expand_to"), flat = e.value("heads_to");
+  Emitter::set_int(e.node("Concat", {b, hkv, rep, td}, {wide}), "axis", 0);
+  Emitter::set_int(e.node("Concat", {b, hq, td}, {flat}), "axis", 0);
+  std::string u = e.op("Unsqueeze", {x, e.ints({2})});
+  return e.op("Reshape", {e.op("Expand", {u, wide}), flat});
+}
+
+// sqrt(scale) in q4's type, to multiply Q and K by each as the reference does: from the
+// attribute `scale` when given and non-zero, else 1/sqrt(D) with D the last dim of q4.
+std::string root_scale(const onnx::NodeProto& n, Emitter& e, const std::string& q4) {
+  if (const auto* sc = find_attr(n, "scale"); sc && sc->f() != 0.f)
+    return e.op("CastLike", {e.float_scalar(static_cast<float>(std::sqrt(static_cast<double>(sc->f())))), q4});
+  std::string d = e.value("head_size");
+  Emitter::set_int(e.node("Cast", {shape_part(e, q4, 3, 4)}, {d}), "to", onnx::TensorProto::FLOAT);
+  return e.op("CastLike", {e.op("Sqrt", {e.op("Sqrt", {e.op("Reciprocal", {d})})}), q4});
+}
+
 bool attention(const onnx::NodeProto& n, Emitter& e, const TypeLookup& types, std::string* why) {
   const std::string q = input(n, 0), k = input(n, 1), v = input(n, 2), mask = input(n, 3),
                     past_k = input(n, 4), past_v = input(n, 5), nonpad = input(n, 6);
@@ -268,13 +301,7 @@ bool attention(const onnx::NodeProto& n, Emitter& e, const TypeLookup& types, st
     Emitter::set_ints(e.node("Transpose", {e.op("Reshape", {x, e.ints({0, 0, h, -1})})}, {t}), "perm", {0, 2, 1, 3});
     return t;
   };
-  auto shape_part = [&](const std::string& x, int64_t start, int64_t end) {
-    std::string out = e.value("dims");
-    onnx::NodeProto& sh = e.node("Shape", {x}, {out});
-    Emitter::set_int(sh, "start", start);
-    Emitter::set_int(sh, "end", end);
-    return out;
-  };
+  auto shape_part = [&](const std::string& x, int64_t start, int64_t end) { return frontend::shape_part(e, x, start, end); };
   auto like = [&](const std::string& x, const std::string& ref) { return e.op("CastLike", {x, ref}); };
   const std::string q4 = heads(q, qh);
   std::string kc = heads(k, kvh), vc = heads(v, kvh);
@@ -365,28 +392,9 @@ bool attention(const onnx::NodeProto& n, Emitter& e, const TypeLookup& types, st
     finish(y4);
     return true;
   }
-  // sqrt(scale), applied to Q and K each, in Q's type.
-  std::string root;
-  if (const auto* sc = find_attr(n, "scale"); sc && sc->f() != 0.f) {
-    root = like(e.float_scalar(static_cast<float>(std::sqrt(static_cast<double>(sc->f())))), q4);
-  } else {
-    std::string d = e.value("head_size");
-    Emitter::set_int(e.node("Cast", {shape_part(q4, 3, 4)}, {d}), "to", onnx::TensorProto::FLOAT);
-    root = like(e.op("Sqrt", {e.op("Sqrt", {e.op("Reciprocal", {d})})}), q4);
-  }
-  // Grouped queries: [B, Hkv, T, D] -> [B, Hkv, Hq/Hkv, T, D] -> [B, Hq, T, D].
-  auto repeat_heads = [&](const std::string& x) {
-    if (three_d && qh == kvh) return x;
-    const std::string hq = shape_part(q4, 1, 2), hkv = shape_part(x, 1, 2), b = shape_part(x, 0, 1),
-                      td = shape_part(x, 2, 4);
-    std::string rep = e.op("Div", {hq, hkv});
-    std::string wide = e.value("expand_to"), flat = e.value("heads_to");
-    Emitter::set_int(e.node("Concat", {b, hkv, rep, td}, {wide}), "axis", 0);
-    Emitter::set_int(e.node("Concat", {b, hq, td}, {flat}), "axis", 0);
-    std::string u = e.op("Unsqueeze", {x, e.ints({2})});
-    return e.op("Reshape", {e.op("Expand", {u, wide}), flat});
-  };
-  const std::string kr = repeat_heads(kc), vr = repeat_heads(vc);
+  const std::string root = root_scale(n, e, q4);  // applied to Q and K each, in Q's type
+  auto repeat = [&](const std::string& x) { return three_d && qh == kvh ? x : repeat_heads(e, q4, x); };
+  const std::string kr = repeat(kc), vr = repeat(vc);
   std::string kt = e.value("key_t");
   Emitter::set_ints(e.node("Transpose", {e.op("Mul", {kr, root})}, {kt}), "perm", {0, 1, 3, 2});
   std::string qk = e.op("MatMul", {e.op("Mul", {q4, root}), kt});
@@ -596,6 +604,101 @@ bool linear_attention(const onnx::NodeProto& n, Emitter& e, const TypeLookup& ty
   return true;
 }
 
+// The nodes of a graph attribute of one input and one output (FlexAttention's score_mod and
+// prob_mod), reading `in` instead of its input; `*out` is the value of its output. Its
+// initializers become Constants; names it does not define are the enclosing graph's.
+bool inline_mod(const onnx::GraphProto& g, const std::string& in, Emitter& e, std::string* out, std::string* why) {
+  if (g.input_size() != 1 || g.output_size() != 1) {
+    *why = "graph attribute '" + g.name() + "' must have one input and one output";
+    return false;
+  }
+  if (g.sparse_initializer_size() > 0) {
+    *why = "graph attribute '" + g.name() + "' has sparse initializers";
+    return false;
+  }
+  std::map<std::string, std::string> rename = {{g.input(0).name(), in}};
+  auto mapped = [&](const std::string& v) {
+    auto it = rename.find(v);
+    return v.empty() || it == rename.end() ? v : it->second;
+  };
+  for (const onnx::TensorProto& t : g.initializer()) {
+    const std::string v = e.value("mod_const");
+    onnx::AttributeProto* a = e.node("Constant", {}, {v}).add_attribute();
+    a->set_name("value");
+    a->set_type(onnx::AttributeProto::TENSOR);
+    *a->mutable_t() = t;
+    a->mutable_t()->clear_name();
+    rename[t.name()] = v;
+  }
+  for (const onnx::NodeProto& nd : g.node()) {
+    for (const auto& a : nd.attribute())
+      if (a.type() == onnx::AttributeProto::GRAPH || a.type() == onnx::AttributeProto::GRAPHS) {
+        *why = "graph attribute '" + g.name() + "' holds a node with a subgraph (" + nd.op_type() + ")";
+        return false;
+      }
+    std::vector<std::string> ins, outs;
+    for (const auto& i : nd.input()) ins.push_back(mapped(i));
+    for (const auto& o : nd.output()) {
+      if (!o.empty()) rename[o] = e.value("mod");
+      outs.push_back(mapped(o));
+    }
+    onnx::NodeProto& c = e.node(nd.op_type().c_str(), ins, outs, nd.domain().c_str());
+    *c.mutable_attribute() = nd.attribute();
+  }
+  *out = mapped(g.output(0).name());
+  return true;
+}
+
+// FlexAttention (ai.onnx.preview 1): softmax(score_mod(Q K^T * scale)) then prob_mod, times V,
+// in plain ops as its reference computes: Q and K each scaled by sqrt(scale) (1/sqrt(D) by
+// default) in Q's type, grouped key/value heads repeated, the scores cast to softmax_precision
+// (float32 for float16/bfloat16 Q when not given), the mods' nodes inlined, V cast to the
+// scores' type, and Y cast back to V's type.
+bool flex_attention(const onnx::NodeProto& n, Emitter& e, const TypeLookup& types, std::string* why) {
+  const std::string q = input(n, 0), k = input(n, 1), v = input(n, 2);
+  for (const std::string& x : {q, k, v})
+    if (const int r = types(x).rank; r >= 0 && r != 4) {
+      *why = "input '" + x + "' has rank " + std::to_string(r) + "; FlexAttention takes [batch, heads, seq, head_size]";
+      return false;
+    }
+  if (e.opset < 15) {
+    *why = "needs the default-domain opset 15 or later (CastLike); the model imports " + std::to_string(e.opset);
+    return false;
+  }
+  const int64_t hq = types(q).dim(1), hkv = types(k).dim(1);
+  const bool same_heads = hq > 0 && hq == hkv;
+  const std::string root = root_scale(n, e, q);
+  const std::string kr = same_heads ? k : repeat_heads(e, q, k), vr = same_heads ? v : repeat_heads(e, q, v);
+  std::string kt = e.value("key_t");
+  Emitter::set_ints(e.node("Transpose", {e.op("Mul", {kr, root})}, {kt}), "perm", {0, 1, 3, 2});
+  std::string scores = e.op("MatMul", {e.op("Mul", {q, root}), kt});
+  int64_t precision = attr_int(n, "softmax_precision", 0);
+  if (precision != 0 && precision != onnx::TensorProto::FLOAT && precision != onnx::TensorProto::FLOAT16 &&
+      precision != onnx::TensorProto::BFLOAT16 && precision != onnx::TensorProto::DOUBLE) {
+    *why = "softmax_precision " + std::to_string(precision) + " (float, float16, bfloat16 or double)";
+    return false;
+  }
+  const int q_type = types(q).elem;
+  if (precision == 0 && (q_type == onnx::TensorProto::FLOAT16 || q_type == onnx::TensorProto::BFLOAT16))
+    precision = onnx::TensorProto::FLOAT;
+  auto cast = [&](const std::string& x) {
+    if (precision == 0) return x;
+    std::string c = e.value("precise");
+    Emitter::set_int(e.node("Cast", {x}, {c}), "to", precision);
+    return c;
+  };
+  scores = cast(scores);
+  const auto* score_mod = find_attr(n, "score_mod");
+  if (score_mod && !inline_mod(score_mod->g(), scores, e, &scores, why)) return false;
+  std::string probs = e.value("probs");
+  Emitter::set_int(e.node("Softmax", {cast(scores)}, {probs}), "axis", -1);
+  const auto* prob_mod = find_attr(n, "prob_mod");
+  if (prob_mod && !inline_mod(prob_mod->g(), probs, e, &probs, why)) return false;
+  const std::string y = e.op("MatMul", {cast(probs), e.op("CastLike", {vr, probs})});
+  e.node("CastLike", {y, v}, {n.output(0)});
+  return true;
+}
+
 struct NewerOp {
   const char* op_type;
   int64_t since;  // the default-domain opset that introduced it
@@ -617,6 +720,22 @@ constexpr NewerOp kNewerOps[] = {
 };
 
 }  // namespace
+
+bool expand_preview_op(const onnx::NodeProto& node, int64_t default_opset, const std::string& prefix,
+                       const TypeLookup& types, std::vector<onnx::NodeProto>* out, std::string* why) {
+  if (node.domain() != "ai.onnx.preview" || node.op_type() != "FlexAttention") return false;
+  int given = node.input_size();
+  while (given > 0 && node.input(given - 1).empty()) --given;
+  if (given != 3 || node.output_size() != 1 || node.output(0).empty()) {
+    *why = "takes three inputs (Q, K, V) and one output";
+    return false;
+  }
+  std::vector<onnx::NodeProto> made;
+  Emitter e(prefix, default_opset, &made);
+  if (!flex_attention(node, e, types, why)) return false;
+  for (auto& m : made) out->push_back(std::move(m));
+  return true;
+}
 
 bool expand_newer_op(const onnx::NodeProto& node, int64_t opset, const std::string& prefix,
                      const TypeLookup& types, std::vector<onnx::NodeProto>* out, std::string* why) {

@@ -49,4 +49,10 @@ using TypeLookup = std::function<Declared(const std::string&)>;
 bool expand_newer_op(const onnx::NodeProto& node, int64_t opset, const std::string& prefix,
                      const TypeLookup& types, std::vector<onnx::NodeProto>* out, std::string* why);
 
+// The same for the ops of domain ai.onnx.preview cuvil computes: FlexAttention (1), in plain
+// ONNX ops of the default domain (at `default_opset`) with its score_mod and prob_mod graphs
+// inlined.
+bool expand_preview_op(const onnx::NodeProto& node, int64_t default_opset, const std::string& prefix,
+                       const TypeLookup& types, std::vector<onnx::NodeProto>* out, std::string* why);
+
 }  // namespace cuvil::frontend

@@ -248,6 +248,20 @@ class Importer {
       }
       if (!why.empty()) fail(ExitCode::kUnsupported, call_site, ": ", why);
     }
+    if (fit == functions_.end() && !builtin && node.domain() == "ai.onnx.preview") {
+      // FlexAttention: plain ops with its mods inlined (frontend/newer_ops.h).
+      auto def = opsets->find("");
+      std::vector<onnx::NodeProto> made;
+      std::string why;
+      const std::string prefix = "__" + (node.name().empty() ? node.op_type() : node.name()) + "_" +
+                                 std::to_string(inline_counter_++) + "/";
+      if (expand_preview_op(node, def != opsets->end() ? def->second : kExpansionDefaultOpset, prefix, types, &made,
+                            &why)) {
+        add_expansion(made, opsets, call_site, node.op_type(), out);
+        return;
+      }
+      if (!why.empty()) fail(ExitCode::kUnsupported, call_site, ": ", why);
+    }
     if (fit == functions_.end() && !builtin && node.domain() == "ai.onnx.ml") {
       // A tree ensemble: cuvil::DecisionForest and its tables (frontend/ml_ops.h).
       auto ml = opsets->find("ai.onnx.ml");

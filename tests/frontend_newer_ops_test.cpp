@@ -447,5 +447,69 @@ TEST(FrontendNewerOps, LinearAttentionMatchesTheOnnxReference) {
                               {"node 'la' (LinearAttention)", "update_rule 'gated_delta' takes decay and beta"}));
 }
 
+// FlexAttention (ai.onnx.preview 1) with grouped key/value heads, a score_mod with an
+// initializer (scores + bias, then keys after the query masked) and a prob_mod (probs * 2),
+// against the formula written out: softmax over keys of mod(q.k / sqrt(D)), doubled, times V.
+TEST(FrontendNewerOps, FlexAttentionInlinesItsModsAndRepeatsHeads) {
+  const int64_t B = 1, Hq = 4, Hkv = 2, L = 3, S = 3, D = 4;
+  onnx::ModelProto m = test::make_model(26, 11);
+  test::add_opset(m, "ai.onnx.preview", 1);
+  auto* g = m.mutable_graph();
+  add_input(g, "q", onnx::TensorProto::FLOAT, {B, Hq, L, D});
+  add_input(g, "k", onnx::TensorProto::FLOAT, {B, Hkv, S, D});
+  add_input(g, "v", onnx::TensorProto::FLOAT, {B, Hkv, S, D});
+  auto* n = add_node(g, "FlexAttention", {"q", "k", "v"}, {"y"}, "flex");
+  n->set_domain("ai.onnx.preview");
+  onnx::GraphProto* sm = test::set_attr_graph(n, "score_mod");
+  sm->set_name("shifted_causal");
+  add_input(sm, "s", onnx::TensorProto::FLOAT, {});
+  *sm->add_initializer() = test::make_float_tensor("bias", {}, {0.5f});
+  *sm->add_initializer() = test::make_float_tensor("ninf", {}, {-INFINITY});
+  *sm->add_initializer() = test::make_raw_tensor("allowed", onnx::TensorProto::BOOL, {L, S},
+                                                 test::raw_of(std::vector<uint8_t>{1, 0, 0, 1, 1, 0, 1, 1, 1}));
+  add_node(sm, "Add", {"s", "bias"}, {"t"});
+  add_node(sm, "Where", {"allowed", "t", "ninf"}, {"s_out"});
+  add_output(sm, "s_out", onnx::TensorProto::FLOAT, {});
+  onnx::GraphProto* pm = test::set_attr_graph(n, "prob_mod");
+  pm->set_name("doubled");
+  add_input(pm, "p", onnx::TensorProto::FLOAT, {});
+  add_node(pm, "Add", {"p", "p"}, {"p_out"});
+  add_output(pm, "p_out", onnx::TensorProto::FLOAT, {});
+  add_output(g, "y", onnx::TensorProto::FLOAT, {B, Hq, L, D});
+  std::vector<float> q(B * Hq * L * D), k(B * Hkv * S * D), v(B * Hkv * S * D);
+  for (size_t i = 0; i < q.size(); ++i) q[i] = std::sin(0.7f * static_cast<float>(i));
+  for (size_t i = 0; i < k.size(); ++i) k[i] = std::cos(0.3f * static_cast<float>(i));
+  for (size_t i = 0; i < v.size(); ++i) v[i] = 0.1f * static_cast<float>(i % 7) - 0.2f;
+  auto model = test::load(test::compile(m));
+  auto session = test::open_session(model.get());
+  ASSERT_TRUE(test::Ok(test::set_f32(session.get(), "q", {B, Hq, L, D}, q)));
+  ASSERT_TRUE(test::Ok(test::set_f32(session.get(), "k", {B, Hkv, S, D}, k)));
+  ASSERT_TRUE(test::Ok(test::set_f32(session.get(), "v", {B, Hkv, S, D}, v)));
+  ASSERT_TRUE(test::Ok(cuvil_session_run(session.get())));
+  const std::vector<float> y = test::output<float>(session.get(), 0);
+  ASSERT_EQ(y.size(), q.size());
+  for (int64_t h = 0; h < Hq; ++h)
+    for (int64_t i = 0; i < L; ++i) {
+      const int64_t kv = h / (Hq / Hkv);
+      double sc[S], mx = -INFINITY, sum = 0;
+      for (int64_t j = 0; j < S; ++j) {
+        double dot = 0;
+        for (int64_t d = 0; d < D; ++d) dot += q[(h * L + i) * D + d] * k[(kv * S + j) * D + d];
+        sc[j] = j <= i ? dot / std::sqrt(static_cast<double>(D)) + 0.5 : -INFINITY;
+        mx = std::max(mx, sc[j]);
+      }
+      for (double& x : sc) sum += (x = std::exp(x - mx));
+      for (int64_t d = 0; d < D; ++d) {
+        double want = 0;
+        for (int64_t j = 0; j < S; ++j) want += 2 * sc[j] / sum * v[(kv * S + j) * D + d];
+        EXPECT_NEAR(y[(h * L + i) * D + d], want, 1e-5) << h << "," << i << "," << d;
+      }
+    }
+  // A mod of two inputs is outside the op: refused naming the node and the graph.
+  add_input(pm, "extra", onnx::TensorProto::FLOAT, {});
+  EXPECT_TRUE(test::FailsWith([&] { import(m); }, ExitCode::kUnsupported,
+                              {"node 'flex'", "graph attribute 'doubled' must have one input and one output"}));
+}
+
 }  // namespace
 }  // namespace cuvil
