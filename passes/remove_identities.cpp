@@ -53,7 +53,15 @@ void remove_in_graph(Graph& g) {
   for (ValueId o : g.outputs) is_output[static_cast<size_t>(o)] = true;
   std::set<size_t> dead;
   for (size_t i = 0; i < g.nodes.size(); ++i) {
-    const Node& n = g.nodes[i];
+    Node& m = g.nodes[i];
+    // OptionalGetElement of a plain tensor (opset 18) is an Identity.
+    if (m.op == OpKind::OptionalGetElement && m.inputs.size() == 1 && m.inputs[0] != kNoValue && m.outputs.size() == 1 &&
+        m.outputs[0] != kNoValue && g.value(m.inputs[0]).kind == ValueKind::Tensor &&
+        g.value(m.outputs[0]).kind == ValueKind::Tensor) {
+      m.op = OpKind::Identity;
+      m.op_type = "Identity";
+    }
+    const Node& n = m;
     const ValueId in = pass_through_input(g, n);
     if (in == kNoValue) continue;
     const ValueId out = n.outputs[0];

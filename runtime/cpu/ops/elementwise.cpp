@@ -584,6 +584,22 @@ Status kernel_Identity(OpContext& ctx) {
   return copy_input_to_output(ctx, 0);
 }
 
+// The optionals cuvil runs are the ones without an element (an omitted input) and plain
+// tensors (opset 18 accepts them): OptionalHasElement says which, OptionalGetElement passes a
+// tensor through and fails on an empty optional, as ONNX says.
+Status kernel_OptionalHasElement(OpContext& ctx) {
+  TensorView* out = nullptr;
+  CUVIL_RETURN_IF_ERROR(ctx.allocate_output(0, DType::Bool, {}, &out));
+  *out->as<bool>() = ctx.num_inputs() > 0 && ctx.input(0) != nullptr;
+  return Status::ok();
+}
+
+Status kernel_OptionalGetElement(OpContext& ctx) {
+  if (ctx.num_inputs() < 1 || ctx.input(0) == nullptr)
+    return ctx.error(StatusCode::kRuntime, "the optional input has no element");
+  return copy_input_to_output(ctx, 0);
+}
+
 namespace {
 // Training-mode Dropout: element i is kept when the i-th uniform draw of MT19937(seed) (53-bit
 // doubles built as numpy's RandomState.uniform builds them) is >= ratio, and scaled by
