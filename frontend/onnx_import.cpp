@@ -976,6 +976,19 @@ std::vector<UnsupportedOp> find_unsupported(const Model& model) {
   return out;
 }
 
+namespace {
+// What a user can do about an unsupported op that has a known way around it.
+const char* unsupported_hint(const std::string& op) {
+  if (op == "ai.onnx.ml::ZipMap")
+    return "ZipMap turns class scores into a sequence of maps, which cuvil cannot hold; export the "
+           "classifier without it (skl2onnx: options={id(model): {'zipmap': False}}) to get the "
+           "scores as a tensor";
+  if (op == "ai.onnx.ml::CastMap" || op == "ai.onnx.ml::DictVectorizer")
+    return "it reads a map, which cuvil cannot hold";
+  return nullptr;
+}
+}  // namespace
+
 void check_supported(const Model& model) {
   auto ops = find_unsupported(model);
   if (ops.empty()) return;
@@ -988,6 +1001,7 @@ void check_supported(const Model& model) {
     os << "\n  " << op << " (" << nodes.size() << "): ";
     for (size_t i = 0; i < nodes.size() && i < 5; ++i) os << (i ? ", " : "") << "'" << nodes[i] << "'";
     if (nodes.size() > 5) os << ", ...";
+    if (const char* hint = unsupported_hint(op)) os << "\n    " << hint;
   }
   throw Diagnostic(ExitCode::kUnsupported, os.str());
 }

@@ -483,6 +483,16 @@ TEST(MlOps, LinearModelsAndPreprocessing) {
   }
 }
 
+// A classifier exported with ZipMap (skl2onnx's default) is refused with the way around it.
+TEST(MlOps, ZipMapIsRefusedWithTheWayAroundIt) {
+  onnx::ModelProto m = classifier(random_forest(2, 2, 3, 2), 3, {0, 1}, "NONE", {});
+  auto* g = m.mutable_graph();
+  g->mutable_output(1)->set_name("zipped");
+  add_node(g, "ZipMap", {"scores"}, {"zipped"}, "zip")->set_domain("ai.onnx.ml");
+  EXPECT_TRUE(test::FailsWith([&] { test::compile(m); }, ExitCode::kUnsupported,
+                              {"ai.onnx.ml::ZipMap (1): 'zip'", "'zipmap': False"}));
+}
+
 TEST(MlOps, BinarizerAndArrayFeatureExtractor) {
   onnx::ModelProto m = ml_model(1);
   auto* g = m.mutable_graph();
