@@ -90,6 +90,7 @@ inline int64_t step(const ForestView& f, const T* xr, int64_t features, int64_t 
   const int32_t* nd = f.nodes + ref * 6;
   if (nd[0] < 0 || nd[0] >= features) return err.set(kBadFeature, row, ref), kFailed;
   const double v = static_cast<double>(convert<compute_t<T>>(xr[nd[0]])), s = f.splits[ref];
+  if (nd[3] == 0) return v <= s ? nd[1] : nd[2];  // x <= split without the missing rule: most forests
   bool go = false;
   switch (nd[3] & 7) {
     case 0: go = v <= s; break;
