@@ -543,12 +543,33 @@ void imputer(const onnx::NodeProto& n, Emitter& e) {
   e.node("Where", {mask, values, x}, {n.output(0)});
 }
 
+// FeatureVectorizer(X1, X2, ...): each input as float32 [N, C] (a 1-D [N] is one column), cut
+// or zero-padded to its inputdimensions entry, then joined along the columns.
+void feature_vectorizer(const onnx::NodeProto& n, Emitter& e) {
+  if (n.output_size() != 1 || n.output(0).empty()) invalid("has one output, Y");
+  const std::vector<int64_t> dims = ints(n, "inputdimensions");
+  if (n.input_size() < 1 || static_cast<int64_t>(dims.size()) != n.input_size())
+    invalid("inputdimensions has ", str(static_cast<int64_t>(dims.size())), " entries for ", str(n.input_size()), " inputs");
+  if (e.opset < 11) unsupported("needs the default-domain opset 11 or later (Pad with pads as an input)");
+  std::vector<std::string> parts;
+  for (int i = 0; i < n.input_size(); ++i) {
+    if (n.input(i).empty()) invalid("input ", str(i), " is omitted");
+    if (dims[static_cast<size_t>(i)] < 0) invalid("inputdimensions[", str(i), "] is negative");
+    const int64_t cut = dims[static_cast<size_t>(i)];
+    const std::string x = e.op("Reshape", {as_float(e, n.input(i)), e.ints({0, -1})});
+    const std::string padded = e.op("Pad", {x, e.ints({0, 0, 0, cut})});
+    parts.push_back(e.op("Slice", {padded, e.ints({0}), e.ints({cut}), e.ints({1})}));
+  }
+  Emitter::set_int(e.node("Concat", parts, {n.output(0)}), "axis", 1);
+}
+
 struct MlOp {
   const char* op_type;
   int64_t since;
   void (*expand)(const onnx::NodeProto&, Emitter&);
 };
 constexpr MlOp kMlOps[] = {
+    {"FeatureVectorizer", 1, feature_vectorizer},
     {"Imputer", 1, imputer},
     {"LinearClassifier", 1, linear_classifier},
     {"LinearRegressor", 1, linear_regressor},

@@ -10,7 +10,8 @@
 // preprocessing ops become plain ONNX ops on float32: Scaler (Sub, Mul), Normalizer (MAX, L1,
 // L2: a row reduction and Div), LinearRegressor (MatMul, Add), LinearClassifier (MatMul, Add,
 // the binary model's (-s, s), Sigmoid or Softmax, ArgMax and a Gather of the integer labels),
-// Imputer (IsNaN or Equal, Where; float imputed values for float32 X, int64 ones for int64 X).
+// Imputer (IsNaN or Equal, Where; float imputed values for float32 X, int64 ones for int64 X),
+// FeatureVectorizer (each input cut or zero-padded to its width, then Concat).
 #pragma once
 
 #include <onnx/onnx_pb.h>

@@ -493,6 +493,29 @@ TEST(MlOps, ZipMapIsRefusedWithTheWayAroundIt) {
                               {"ai.onnx.ml::ZipMap (1): 'zip'", "'zipmap': False"}));
 }
 
+// FeatureVectorizer: each input as float columns, cut or zero-padded to its inputdimensions
+// entry, joined.
+TEST(MlOps, FeatureVectorizerCutsPadsAndJoins) {
+  onnx::ModelProto m = ml_model(1);
+  auto* g = m.mutable_graph();
+  add_input(g, "x", onnx::TensorProto::FLOAT, {2, 3});
+  add_input(g, "k", onnx::TensorProto::INT64, {2});
+  auto* n = add_node(g, "FeatureVectorizer", {"x", "k"}, {"y"}, "join");
+  n->set_domain("ai.onnx.ml");
+  test::set_attr_ints(n, "inputdimensions", {2, 3});
+  add_output(g, "y", onnx::TensorProto::FLOAT, {});
+  auto model = test::load(test::compile(m));
+  auto session = test::open_session(model.get());
+  const std::vector<float> x = {1, 2, 3, 4, 5, 6};  // bound, not copied: it must outlive the run
+  ASSERT_TRUE(test::Ok(test::set_f32(session.get(), "x", {2, 3}, x)));
+  const std::vector<int64_t> k = {7, -8}, kd = {2};
+  ASSERT_TRUE(test::Ok(cuvil_session_set_input(session.get(), "k", test::kI64, 1, kd.data(), k.data(), 16)));
+  ASSERT_TRUE(test::Ok(cuvil_session_run(session.get())));
+  std::vector<int64_t> dims;
+  EXPECT_EQ(test::output<float>(session.get(), 0, &dims), (std::vector<float>{1, 2, 7, 0, 0, 4, 5, -8, 0, 0}));
+  EXPECT_EQ(dims, (std::vector<int64_t>{2, 5}));
+}
+
 TEST(MlOps, BinarizerAndArrayFeatureExtractor) {
   onnx::ModelProto m = ml_model(1);
   auto* g = m.mutable_graph();
