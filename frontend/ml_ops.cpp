@@ -362,17 +362,37 @@ void tree_ensemble_regressor(const onnx::NodeProto& n, Emitter& e) {
               post_transform_code(string_attr(n, "post_transform", "NONE")), 1, 0, base_values_of(n, n_targets));
 }
 
+// A classifier's outputs Y (labels) and Z (scores) and its integer labels (`attr`); string
+// labels are refused, cuvil having no string tensors.
+std::vector<int64_t> classifier_labels(const onnx::NodeProto& n, const char* attr) {
+  need_one_input(n);
+  if (n.output_size() < 1 || n.output_size() > 2) invalid("has outputs Y (labels) and Z (scores)");
+  if (find_attr(n, "classlabels_strings"))
+    unsupported("string class labels (classlabels_strings): cuvil has no string tensors; integer labels (", attr,
+                ") are supported");
+  return ints(n, attr);
+}
+// The value the scores go to: output Z, or a fresh value when Z is not asked for.
+std::string scores_value(const onnx::NodeProto& n, Emitter& e) {
+  return n.output_size() > 1 && !n.output(1).empty() ? n.output(1) : e.value("scores");
+}
+// Y = labels[argmax over each row of `scores`], when Y is asked for.
+void emit_labels(const onnx::NodeProto& n, Emitter& e, const std::string& scores, const std::vector<int64_t>& labels) {
+  if (n.output(0).empty()) return;
+  std::string best = e.value("best");
+  onnx::NodeProto& am = e.node("ArgMax", {scores}, {best});
+  Emitter::set_int(am, "axis", 1);
+  Emitter::set_int(am, "keepdims", 0);
+  e.node("Gather", {e.raw_constant(onnx::TensorProto::INT64, {static_cast<int64_t>(labels.size())}, raw_bytes(labels)), best},
+         {n.output(0)});
+}
+
 // Scores as the reference computes them (the sums of the class votes plus base_values, then
 // the post transform), the label the class of the highest score. With every vote for one class
 // (binary), the score s becomes the two columns (1 - s, s) (NONE, PROBIT) or (-s, s) before the
 // transform.
 void tree_ensemble_classifier(const onnx::NodeProto& n, Emitter& e) {
-  need_one_input(n);
-  if (n.output_size() < 1 || n.output_size() > 2) invalid("has outputs Y (labels) and Z (scores)");
-  if (find_attr(n, "classlabels_strings"))
-    unsupported("string class labels (classlabels_strings): cuvil has no string tensors; integer labels "
-                "(classlabels_int64s) are supported");
-  std::vector<int64_t> labels = ints(n, "classlabels_int64s");
+  std::vector<int64_t> labels = classifier_labels(n, "classlabels_int64s");
   if (labels.empty()) invalid("classlabels_int64s is empty (one of classlabels_int64s or classlabels_strings is required)");
   if (labels.size() > static_cast<size_t>(kMaxEntries)) invalid("the ensemble is too large");
   const int64_t n_classes = static_cast<int64_t>(labels.size());
@@ -383,17 +403,11 @@ void tree_ensemble_classifier(const onnx::NodeProto& n, Emitter& e) {
       unsupported("one class label other than a binary ensemble's label 1 (classlabels_int64s = [", str(labels[0]), "])");
     labels = {0, 1};  // the reference's labels of the two score columns
   }
-  const std::string scores = n.output_size() > 1 && !n.output(1).empty() ? n.output(1) : e.value("scores");
+  const std::string scores = scores_value(n, e);
   emit_forest(e, forest_of_old_ensemble(n, "class", n_classes), n.input(0), scores, n_classes, 1,
               post_transform_code(string_attr(n, "post_transform", "NONE")), 1, binary ? 1 : 0,
               base_values_of(n, n_classes));
-  if (n.output(0).empty()) return;
-  std::string best = e.value("best");
-  onnx::NodeProto& am = e.node("ArgMax", {scores}, {best});
-  Emitter::set_int(am, "axis", 1);
-  Emitter::set_int(am, "keepdims", 0);
-  e.node("Gather", {e.raw_constant(onnx::TensorProto::INT64, {static_cast<int64_t>(labels.size())}, raw_bytes(labels)), best},
-         {n.output(0)});
+  emit_labels(n, e, scores, labels);
 }
 
 // ---- linear models and preprocessing: plain ONNX ops ----
@@ -484,12 +498,7 @@ void linear_regressor(const onnx::NodeProto& n, Emitter& e) {
 // LinearClassifier -> (labels, scores): one score column with two labels is the binary model,
 // whose scores become (-s, s); then the post transform, and the label of the highest score.
 void linear_classifier(const onnx::NodeProto& n, Emitter& e) {
-  need_one_input(n);
-  if (n.output_size() < 1 || n.output_size() > 2) invalid("has outputs Y (labels) and Z (scores)");
-  if (find_attr(n, "classlabels_strings"))
-    unsupported("string class labels (classlabels_strings): cuvil has no string tensors; integer labels "
-                "(classlabels_ints) are supported");
-  const std::vector<int64_t> labels = ints(n, "classlabels_ints");
+  const std::vector<int64_t> labels = classifier_labels(n, "classlabels_ints");
   const std::vector<float> icpt = floats(n, "intercepts");
   const int64_t classes = static_cast<int64_t>(labels.size());
   if (classes < 2) unsupported("a classifier of ", str(classes), " class labels (at least 2 are supported)");
@@ -503,7 +512,7 @@ void linear_classifier(const onnx::NodeProto& n, Emitter& e) {
     s = both;
   }
   const std::string post = string_attr(n, "post_transform", "NONE");
-  const std::string scores = n.output_size() > 1 && !n.output(1).empty() ? n.output(1) : e.value("scores");
+  const std::string scores = scores_value(n, e);
   if (post == "NONE") {
     e.node("Identity", {s}, {scores});
   } else if (post == "LOGISTIC") {
@@ -513,12 +522,7 @@ void linear_classifier(const onnx::NodeProto& n, Emitter& e) {
   } else {
     unsupported("post_transform '", post, "' (NONE, LOGISTIC and SOFTMAX are supported)");
   }
-  if (n.output(0).empty()) return;
-  std::string best = e.value("best");
-  onnx::NodeProto& am = e.node("ArgMax", {scores}, {best});
-  Emitter::set_int(am, "axis", 1);
-  Emitter::set_int(am, "keepdims", 0);
-  e.node("Gather", {e.raw_constant(onnx::TensorProto::INT64, {classes}, raw_bytes(labels)), best}, {n.output(0)});
+  emit_labels(n, e, scores, labels);
 }
 
 // Imputer: every X equal to the replaced value (NaN: every NaN) becomes the imputed value of

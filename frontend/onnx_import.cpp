@@ -203,6 +203,11 @@ class Importer {
     return {};
   }
 
+  // The prefix of the names of the values and nodes one expansion of `node` makes.
+  std::string expansion_prefix(const onnx::NodeProto& node) {
+    return "__" + (node.name().empty() ? node.op_type() : node.name()) + "_" + std::to_string(inline_counter_++) + "/";
+  }
+
   // The default-domain opset of the nodes an expansion makes when the model imports none (a
   // model of ai.onnx.ml ops only).
   static constexpr int64_t kExpansionDefaultOpset = 13;
@@ -240,8 +245,7 @@ class Importer {
       auto def = opsets->find("");
       std::vector<onnx::NodeProto> made;
       std::string why;
-      const std::string prefix = "__" + (node.name().empty() ? node.op_type() : node.name()) + "_" +
-                                 std::to_string(inline_counter_++) + "/";
+      const std::string prefix = expansion_prefix(node);
       if (def != opsets->end() && expand_newer_op(node, def->second, prefix, types, &made, &why)) {
         add_expansion(made, opsets, call_site, node.op_type(), out);
         return;
@@ -253,8 +257,7 @@ class Importer {
       auto def = opsets->find("");
       std::vector<onnx::NodeProto> made;
       std::string why;
-      const std::string prefix = "__" + (node.name().empty() ? node.op_type() : node.name()) + "_" +
-                                 std::to_string(inline_counter_++) + "/";
+      const std::string prefix = expansion_prefix(node);
       if (expand_preview_op(node, def != opsets->end() ? def->second : kExpansionDefaultOpset, prefix, types, &made,
                             &why)) {
         add_expansion(made, opsets, call_site, node.op_type(), out);
@@ -268,8 +271,7 @@ class Importer {
       auto def = opsets->find("");
       std::vector<onnx::NodeProto> made;
       std::string why;
-      const std::string prefix = "__" + (node.name().empty() ? node.op_type() : node.name()) + "_" +
-                                 std::to_string(inline_counter_++) + "/";
+      const std::string prefix = expansion_prefix(node);
       const int64_t ml_opset = ml != opsets->end() ? ml->second : 1;
       switch (expand_ml_op(node, ml_opset, def != opsets->end() ? def->second : kExpansionDefaultOpset, prefix,
                            &made, &why)) {

@@ -17,6 +17,10 @@ ValueId pass_through_input(const Graph& g, const Node& n) {
   if (n.inputs.empty() || n.inputs[0] == kNoValue || n.outputs.empty() || n.outputs[0] == kNoValue)
     return kNoValue;
   if (n.op == OpKind::Identity && n.inputs.size() == 1 && n.outputs.size() == 1) return n.inputs[0];
+  // OptionalGetElement of a plain tensor (opset 18) is an Identity.
+  if (n.op == OpKind::OptionalGetElement && n.inputs.size() == 1 && n.outputs.size() == 1 &&
+      g.value(n.inputs[0]).kind == ValueKind::Tensor)
+    return n.inputs[0];
   // A Cast to the type its input already has (torch's .to(torch.float32) on a float32 model).
   if (n.op == OpKind::Cast && n.inputs.size() == 1 && n.outputs.size() == 1) {
     const DType from = g.value(n.inputs[0]).dtype;
@@ -53,15 +57,7 @@ void remove_in_graph(Graph& g) {
   for (ValueId o : g.outputs) is_output[static_cast<size_t>(o)] = true;
   std::set<size_t> dead;
   for (size_t i = 0; i < g.nodes.size(); ++i) {
-    Node& m = g.nodes[i];
-    // OptionalGetElement of a plain tensor (opset 18) is an Identity.
-    if (m.op == OpKind::OptionalGetElement && m.inputs.size() == 1 && m.inputs[0] != kNoValue && m.outputs.size() == 1 &&
-        m.outputs[0] != kNoValue && g.value(m.inputs[0]).kind == ValueKind::Tensor &&
-        g.value(m.outputs[0]).kind == ValueKind::Tensor) {
-      m.op = OpKind::Identity;
-      m.op_type = "Identity";
-    }
-    const Node& n = m;
+    const Node& n = g.nodes[i];
     const ValueId in = pass_through_input(g, n);
     if (in == kNoValue) continue;
     const ValueId out = n.outputs[0];

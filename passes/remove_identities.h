@@ -7,7 +7,7 @@
 // read its input instead. When its output is a graph output (which keeps its name), the node
 // producing its input writes the output directly, if nothing else reads that input; otherwise
 // the node stays, as does one over a value whose kind shape inference did not settle. An
-// OptionalGetElement of a plain tensor (opset 18) is an Identity first.
+// OptionalGetElement of a plain tensor (opset 18) passes it through like an Identity.
 // Requires: infer_shapes (constant training_mode inputs and input dtypes are known). Also run
 // at the start of canonicalize, so idioms match without pass-throughs in them. After: a verified model.
 #pragma once

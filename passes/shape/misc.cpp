@@ -200,10 +200,6 @@ void infer_opaque(InferContext& ctx) {
       return;
     case OpKind::OptionalHasElement:
       ctx.set_output(0, DType::Bool, Shape{});
-      // No input is an empty optional; a plain tensor (opset 18) always has its element. Known
-      // contents, which fold-constants makes a constant.
-      if (!in0) ctx.set_output_sym_data(0, {DimExpr(0)});
-      else if (in0->kind == ValueKind::Tensor) ctx.set_output_sym_data(0, {DimExpr(1)});
       return;
     case OpKind::SequenceEmpty:
       set_sequence(ctx, 0, dtype_attr(ctx, "dtype", ctx.attr_int("dtype", 1), false));
